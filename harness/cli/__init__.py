@@ -1,0 +1,66 @@
+"""The ``scalerl`` command line.
+
+Each command group lives in its own module under :mod:`harness.cli` and exposes
+``register(subparsers) -> None``, which adds its sub-parsers with ``set_defaults(func=handler)``.
+A handler takes the parsed ``argparse.Namespace`` and returns an exit code. Handlers import heavy
+dependencies inside the function so ``scalerl --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from harness.errors import HarnessError
+
+# One entry per command module; the order is the order in ``scalerl --help``.
+COMMAND_MODULES: tuple[str, ...] = (
+    "harness.cli.recipes",  # plan, config
+    "harness.cli.train",  # train
+    "harness.cli.sweep",  # sweep, status, cancel
+    "harness.cli.fit",  # fit
+    "harness.cli.report",  # report
+    "harness.cli.store",  # db upgrade / replay / current
+    "harness.cli.ingest",  # import (W&B CSV, TensorBoard, parsed CSV)
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scalerl",
+        description="Ablation sweeps, a results store and sigmoid-fit verdicts for RL post-training.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(name)
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(func(args) or 0)
+    except HarnessError as err:
+        print(f"scalerl: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("scalerl: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

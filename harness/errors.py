@@ -1,0 +1,82 @@
+"""The one exception root of the project and its few subclasses.
+
+Every error a user can cause (a bad recipe, an unreachable database, an unreadable export) is a
+:class:`HarnessError`. The CLI prints ``str(err)`` and exits non-zero without a traceback, so a
+message must stand on its own: name the file / field / line, the offending value, and the fix.
+Driver and library errors are translated into these at the edge where they happen.
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Root of every error the harness raises on purpose.
+
+    ``exit_code`` is what the CLI exits with when this error reaches it.
+    """
+
+    exit_code: int = 2
+
+
+class ConfigError(HarnessError):
+    """A recipe, sweep, profile or CLI override is invalid.
+
+    Carries where the problem is so tools can point at it; ``str()`` renders
+    ``file:line: field=value: reason (fix: ...)``.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        value: object = None,
+        fix: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.file = file
+        self.line = line
+        self.field = field
+        self.value = value
+        self.fix = fix
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line is not None else "")
+        parts = [where] if where else []
+        if self.field:
+            shown = "" if self.value is None else f"={self.value!r}"
+            parts.append(f"{self.field}{shown}")
+        head = ": ".join(parts)
+        msg = f"{head}: {self.reason}" if head else self.reason
+        if self.fix:
+            msg += f" (fix: {self.fix})"
+        return msg
+
+
+class StoreError(HarnessError):
+    """The results store failed: unreachable, locked past retries, or a constraint broke."""
+
+
+class SchemaOutOfDateError(StoreError):
+    """The store's schema is older (or newer) than this code; the message names the command."""
+
+
+class FencedWriteError(StoreError):
+    """A write came from a superseded attempt of a run and was rejected."""
+
+
+class ExecutionError(HarnessError):
+    """A sweep could not be submitted, a job failed, or an executor is misconfigured."""
+
+
+class AnalysisError(HarnessError):
+    """A fit or verdict was asked for on data it cannot be computed from."""
+
+
+class ImportFormatError(HarnessError):
+    """An imported curve file (W&B CSV, TensorBoard events, parsed CSV) is malformed."""

@@ -1,0 +1,5 @@
+"""Recipes: the typed schema, the YAML loader, sweep designs and the variant planner."""
+
+from harness.recipe.schema import KNOB_SPECS, KnobSpec, Knobs, Recipe
+
+__all__ = ["KNOB_SPECS", "KnobSpec", "Knobs", "Recipe"]

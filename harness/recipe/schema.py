@@ -1,0 +1,363 @@
+"""The typed, frozen recipe: every ScaleRL component as a named knob with its alternatives.
+
+A recipe YAML is validated into :class:`Recipe` once, at the boundary (see
+:mod:`harness.recipe.loader`); everything downstream (planner, trainer, executors) reads these
+frozen objects and never raw dicts. Unknown keys are errors (``extra="forbid"``).
+
+A knob is ``{choice: <alternative>, alternatives: {<alternative>: {params...}}}``: the choice is a
+``Literal`` of the alternatives, and every alternative carries its own parameters, so a LOO
+variant is "the baseline with ``knobs.<knob>.choice`` set to another alternative" and nothing else.
+Only the chosen alternative's parameters enter the resolved config and its hash
+(:meth:`Recipe.resolved`), so tuning DAPO's clip does not change the CISPO baseline's run id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+# --------------------------------------------------------------------------- knob parameters
+class PipelineRLParams(Frozen):
+    """PipelineRL-k: generators keep sampling while the trainer pushes weights in flight."""
+
+    k: PositiveInt = Field(8, description="max steps the trainer may run ahead of generation")
+
+
+class PPOOffPolicyParams(Frozen):
+    """PPO-off-policy-k: one frozen-policy batch, then k gradient steps on it."""
+
+    k: PositiveInt = Field(8, description="gradient steps per generated batch")
+
+
+class CispoParams(Frozen):
+    eps_max: PositiveFloat = Field(4.0, description="truncation of the IS ratio, sg(min(rho, eps_max))")
+
+
+class DapoParams(Frozen):
+    eps_low: PositiveFloat = 0.2
+    eps_high: PositiveFloat = 0.28
+
+
+class GspoParams(Frozen):
+    # GSPO clips the length-normalised sequence ratio; its published ranges are ~1e-4.
+    eps_low: PositiveFloat = 3e-4
+    eps_high: PositiveFloat = 4e-4
+
+
+class GrpoParams(Frozen):
+    eps: PositiveFloat = 0.2
+
+
+class Empty(Frozen):
+    """An alternative with no parameters."""
+
+
+class InterruptionParams(Frozen):
+    """Forced interruption: at a random point in [budget_min, budget_max] thinking tokens, append
+    ``phrase`` and let the model answer; the inserted tokens are not trained on."""
+
+    phrase: str = "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
+    budget_min: PositiveInt = 10_000
+    budget_max: PositiveInt = 12_000
+    answer_tokens: PositiveInt = Field(2_048, description="generation allowed after the phrase")
+
+    @model_validator(mode="after")
+    def _window(self) -> InterruptionParams:
+        if self.budget_min > self.budget_max:
+            raise ValueError(
+                f"budget_min={self.budget_min} > budget_max={self.budget_max}; "
+                "fix: make budget_min <= budget_max"
+            )
+        return self
+
+
+class LengthPenaltyParams(Frozen):
+    """DAPO's overlong penalty: 0 up to l_max - l_cache, then linear down to -1 at l_max."""
+
+    l_max: PositiveInt = 14_336
+    l_cache: PositiveInt = 2_048
+
+    @model_validator(mode="after")
+    def _cache(self) -> LengthPenaltyParams:
+        if self.l_cache >= self.l_max:
+            raise ValueError(
+                f"l_cache={self.l_cache} >= l_max={self.l_max}; fix: make l_cache < l_max"
+            )
+        return self
+
+
+class ResamplingParams(Frozen):
+    threshold: float = Field(0.9, gt=0.0, le=1.0, description="historical pass rate that retires a prompt")
+
+
+# --------------------------------------------------------------------------- knobs
+class Knob(Frozen):
+    """Base of every knob: ``choice`` names one field of ``alternatives``."""
+
+    choice: str
+    alternatives: Frozen
+
+    @classmethod
+    def alternative_names(cls) -> tuple[str, ...]:
+        alts = cls.model_fields["alternatives"].annotation
+        assert isinstance(alts, type) and issubclass(alts, BaseModel)
+        return tuple(alts.model_fields)
+
+    def active_params(self) -> dict[str, Any]:
+        params: BaseModel = getattr(self.alternatives, self.choice)
+        return params.model_dump(mode="json")
+
+
+class PipelineAlternatives(Frozen):
+    pipeline_rl: PipelineRLParams = PipelineRLParams()
+    ppo_off_policy: PPOOffPolicyParams = PPOOffPolicyParams()
+
+
+class PipelineKnob(Knob):
+    choice: Literal["pipeline_rl", "ppo_off_policy"] = "pipeline_rl"
+    alternatives: PipelineAlternatives = PipelineAlternatives()
+
+
+class LossAlternatives(Frozen):
+    cispo: CispoParams = CispoParams()
+    dapo: DapoParams = DapoParams()
+    gspo: GspoParams = GspoParams()
+    grpo: GrpoParams = GrpoParams()
+
+
+class LossKnob(Knob):
+    choice: Literal["cispo", "dapo", "gspo", "grpo"] = "cispo"
+    alternatives: LossAlternatives = LossAlternatives()
+
+
+class LMHeadAlternatives(Frozen):
+    fp32: Empty = Empty()
+    model_dtype: Empty = Empty()
+
+
+class LMHeadKnob(Knob):
+    choice: Literal["fp32", "model_dtype"] = "fp32"
+    alternatives: LMHeadAlternatives = LMHeadAlternatives()
+
+
+class AggregationAlternatives(Frozen):
+    prompt_avg: Empty = Empty()
+    sample_avg: Empty = Empty()
+    token_avg: Empty = Empty()
+
+
+class AggregationKnob(Knob):
+    choice: Literal["prompt_avg", "sample_avg", "token_avg"] = "prompt_avg"
+    alternatives: AggregationAlternatives = AggregationAlternatives()
+
+
+class AdvantageNormAlternatives(Frozen):
+    batch: Empty = Empty()
+    prompt: Empty = Empty()
+    none: Empty = Empty()
+
+
+class AdvantageNormKnob(Knob):
+    choice: Literal["batch", "prompt", "none"] = "batch"
+    alternatives: AdvantageNormAlternatives = AdvantageNormAlternatives()
+
+
+class OnOffAlternatives(Frozen):
+    on: Empty = Empty()
+    off: Empty = Empty()
+
+
+class ZeroVarianceFilterKnob(Knob):
+    choice: Literal["on", "off"] = "on"
+    alternatives: OnOffAlternatives = OnOffAlternatives()
+
+
+class LengthControlAlternatives(Frozen):
+    interruption: InterruptionParams = InterruptionParams()
+    length_penalty: LengthPenaltyParams = LengthPenaltyParams()
+
+
+class LengthControlKnob(Knob):
+    choice: Literal["interruption", "length_penalty"] = "interruption"
+    alternatives: LengthControlAlternatives = LengthControlAlternatives()
+
+
+class ResamplingAlternatives(Frozen):
+    on: ResamplingParams = ResamplingParams()
+    off: Empty = Empty()
+
+
+class NoPositiveResamplingKnob(Knob):
+    choice: Literal["on", "off"] = "on"
+    alternatives: ResamplingAlternatives = ResamplingAlternatives()
+
+
+class Knobs(Frozen):
+    pipeline: PipelineKnob = PipelineKnob()
+    loss: LossKnob = LossKnob()
+    lm_head: LMHeadKnob = LMHeadKnob()
+    aggregation: AggregationKnob = AggregationKnob()
+    advantage_norm: AdvantageNormKnob = AdvantageNormKnob()
+    zero_variance_filter: ZeroVarianceFilterKnob = ZeroVarianceFilterKnob()
+    length_control: LengthControlKnob = LengthControlKnob()
+    no_positive_resampling: NoPositiveResamplingKnob = NoPositiveResamplingKnob()
+
+
+@dataclass(frozen=True)
+class KnobSpec:
+    """What the planner needs to know about a knob beyond its schema."""
+
+    name: str
+    baseline: str  # ScaleRL's choice
+    loo: str  # the alternative a LOO variant reverts to
+    loo_name: str  # the paper's variant name
+    summary: str
+
+
+# The paper's leave-one-out table (DESIGN.md §3). Order = the order variants are listed in.
+KNOB_SPECS: dict[str, KnobSpec] = {
+    s.name: s
+    for s in (
+        KnobSpec("pipeline", "pipeline_rl", "ppo_off_policy", "loo-8op", "off-policy pipeline"),
+        KnobSpec("loss", "cispo", "dapo", "loo-dapo", "policy-gradient loss"),
+        KnobSpec("lm_head", "fp32", "model_dtype", "loo-fp32", "LM-head precision"),
+        KnobSpec("aggregation", "prompt_avg", "sample_avg", "loo-savg", "loss aggregation"),
+        KnobSpec("advantage_norm", "batch", "prompt", "loo-plan", "advantage normalization"),
+        KnobSpec("zero_variance_filter", "on", "off", "loo-batch", "zero-variance filtering"),
+        KnobSpec("length_control", "interruption", "length_penalty", "loo-lp", "length control"),
+        KnobSpec("no_positive_resampling", "on", "off", "loo-npr", "no-positive-resampling"),
+    )
+}
+
+
+# --------------------------------------------------------------------------- the rest of a recipe
+class TinyModelConfig(Frozen):
+    """A small causal LM built locally from a config (no downloads) and warm-started by a short,
+    deterministic supervised phase on the task's own traces; cached by content hash."""
+
+    n_layer: PositiveInt = 2
+    n_head: PositiveInt = 4
+    d_model: PositiveInt = 128
+    warmstart_steps: int = Field(200, ge=0)
+    warmstart_lr: PositiveFloat = 3e-3
+    warmstart_seed: int = 0
+
+
+class ModelConfig(Frozen):
+    path: str | None = Field(None, description="local Hugging Face checkpoint dir; null = tiny")
+    tiny: TinyModelConfig = TinyModelConfig()
+    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+
+
+class TaskConfig(Frozen):
+    name: str = Field("arith", description="a registered task (harness.rl.tasks)")
+    params: dict[str, Any] = Field(default_factory=dict, description="task-specific, checked by the task")
+    n_train: PositiveInt = 4096
+    n_val: PositiveInt = 256
+    seed: int = Field(1234, description="fixes the generated train/val split (not the run seed)")
+
+
+class ScaleConfig(Frozen):
+    prompts_per_batch: PositiveInt = 48
+    generations_per_prompt: PositiveInt = 16
+    max_gen_len: PositiveInt = 14_336
+
+
+class OptimizerConfig(Frozen):
+    name: Literal["adamw"] = "adamw"
+    lr: PositiveFloat = 5e-7
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: PositiveFloat = 1e-15
+    weight_decay: float = Field(0.01, ge=0.0)
+    warmup_steps: int = Field(100, ge=0)
+    grad_clip: PositiveFloat = 1.0
+
+
+class GenerationConfig(Frozen):
+    backend: Literal["hf", "vllm"] = "hf"
+    temperature: PositiveFloat = 1.0
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+
+
+class EvalConfig(Frozen):
+    every_steps: PositiveInt = 10
+    n_val: PositiveInt | None = Field(None, description="validation prompts used; null = all of task.n_val")
+    k: PositiveInt = Field(1, description="samples per validation prompt (mean@k)")
+    temperature: PositiveFloat = 0.6
+
+
+ComputeUnit = Literal["gpu_hours", "flops", "tokens", "samples", "steps"]
+
+
+class BudgetConfig(Frozen):
+    value: PositiveFloat
+    unit: ComputeUnit = "steps"
+
+
+class CommandRunnerConfig(Frozen):
+    """A lab's own trainer: ``argv`` is templated with the variant's overrides."""
+
+    type: Literal["command"]
+    argv: tuple[str, ...] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    metrics_file: str | None = Field(None, description="JSONL the script appends to; tailed and ingested")
+
+
+class ReferenceRunnerConfig(Frozen):
+    type: Literal["reference"] = "reference"
+
+
+RunnerConfig = ReferenceRunnerConfig | CommandRunnerConfig
+
+
+class Recipe(Frozen):
+    """One fully specified training run (minus its seed)."""
+
+    name: str = Field(min_length=1)
+    model: ModelConfig = ModelConfig()
+    task: TaskConfig = TaskConfig()
+    knobs: Knobs = Knobs()
+    scale: ScaleConfig = ScaleConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    generation: GenerationConfig = GenerationConfig()
+    eval: EvalConfig = EvalConfig()
+    budget: BudgetConfig = BudgetConfig(value=1000, unit="steps")
+    runner: RunnerConfig = Field(default_factory=ReferenceRunnerConfig, discriminator="type")
+    checkpoint_every_steps: PositiveInt = 10
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Recipe:
+        lc = self.knobs.length_control
+        if lc.choice == "interruption":
+            p = lc.alternatives.interruption
+            if p.budget_max + p.answer_tokens > self.scale.max_gen_len:
+                raise ValueError(
+                    f"knobs.length_control.alternatives.interruption: budget_max ({p.budget_max}) + "
+                    f"answer_tokens ({p.answer_tokens}) exceeds scale.max_gen_len "
+                    f"({self.scale.max_gen_len}); fix: lower budget_max or raise max_gen_len"
+                )
+        else:
+            lp = lc.alternatives.length_penalty
+            if lp.l_max > self.scale.max_gen_len:
+                raise ValueError(
+                    f"knobs.length_control.alternatives.length_penalty.l_max ({lp.l_max}) exceeds "
+                    f"scale.max_gen_len ({self.scale.max_gen_len}); fix: make l_max <= max_gen_len"
+                )
+        return self
+
+    def resolved(self) -> dict[str, Any]:
+        """The run's identity as plain JSON data: every field, but for each knob only its choice
+        and the chosen alternative's parameters. This is what is hashed and stored."""
+        data = self.model_dump(mode="json", exclude={"knobs"})
+        data["knobs"] = {
+            name: {"choice": knob.choice, "params": knob.active_params()}
+            for name, knob in ((n, getattr(self.knobs, n)) for n in Knobs.model_fields)
+        }
+        return data

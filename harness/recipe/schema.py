@@ -87,9 +87,7 @@ class LengthPenaltyParams(Frozen):
     @model_validator(mode="after")
     def _cache(self) -> LengthPenaltyParams:
         if self.l_cache >= self.l_max:
-            raise ValueError(
-                f"l_cache={self.l_cache} >= l_max={self.l_max}; fix: make l_cache < l_max"
-            )
+            raise ValueError(f"l_cache={self.l_cache} >= l_max={self.l_max}; fix: make l_cache < l_max")
         return self
 
 

@@ -1,9 +1,122 @@
-"""CLI commands: placeholder until its issue lands (registers nothing)."""
+"""``scalerl plan`` and ``scalerl config``: see a sweep's runs, or one run's resolved config.
+
+Usage::
+
+    scalerl plan recipes/loo.yaml [key=value ...] [--json]
+    scalerl config recipes/loo.yaml loo-dapo [--seed N] [key=value ...]
+    scalerl config recipes/tiny.yaml [key=value ...]
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    return None
+    p = sub.add_parser("plan", help="list a sweep's variants, seeds, run ids and budgets")
+    p.add_argument("sweep", help="sweep YAML (e.g. recipes/loo.yaml)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, YAML-typed")
+    p.add_argument("--json", action="store_true", help="print a JSON list of runs instead of a table")
+    p.set_defaults(func=cmd_plan)
+
+    c = sub.add_parser("config", help="print one variant's (or a recipe's) fully resolved config as YAML")
+    c.add_argument("file", help="a sweep YAML (then name a VARIANT) or a recipe YAML")
+    c.add_argument("rest", nargs="*", metavar="VARIANT|key=value", help="the variant, then overrides")
+    c.add_argument("--seed", type=int, default=None, help="seed for the run id (default: the first)")
+    c.set_defaults(func=cmd_config)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from harness.recipe import load_sweep, plan
+
+    sweep = load_sweep(args.sweep, args.overrides)
+    result = plan(sweep)
+    for dup in result.duplicates:
+        print(f"scalerl: warning: {dup.message}", file=sys.stderr)
+    if args.json:
+        print(json.dumps([r.as_row() for r in result.runs], indent=2))
+        return 0
+    rows = [["variant", "knob", "from -> to", "seed", "run id", "budget"]]
+    for r in result.runs:
+        move = f"{r.from_alternative} -> {r.alternative}" if r.knob else "-"
+        rows.append(
+            [r.variant, r.knob or "-", move, str(r.seed), r.run_id, f"{r.budget.value:g} {r.budget.unit}"]
+        )
+    fit = sweep.fit
+    window = (
+        f"start={fit.window.start:g}" if fit.window.start is not None else f"fraction={fit.window.fraction:g}"
+    )
+    print(
+        f"sweep {sweep.sweep}: design {sweep.design}, base {sweep.base}, "
+        f"{len(result.variant_names)} variants x {len(sweep.seeds)} seeds = {len(result.runs)} runs, "
+        f"executor {sweep.executor}"
+    )
+    print(f"fit: {fit.metric} on {fit.axis}, window {window}, margin {fit.margin:g}")
+    print(_table(rows))
+    return 0
+
+
+def _is_sweep(path: Path) -> bool:
+    from harness.recipe.loader import read_with_extends
+
+    data, _ = read_with_extends(path)
+    return "sweep" in data
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    import yaml
+
+    from harness.recipe import load_recipe, load_sweep, plan
+    from harness.recipe.hashing import config_hash, run_id
+
+    path = Path(args.file)
+    names = [a for a in args.rest if "=" not in a]
+    overrides = [a for a in args.rest if "=" in a]
+    if _is_sweep(path):
+        if len(names) != 1:
+            sweep = load_sweep(path, overrides)
+            raise ConfigError(
+                "name exactly one variant of this sweep" if not names else f"too many variants: {names}",
+                file=str(path),
+                field="VARIANT",
+                fix="scalerl config SWEEP.yaml VARIANT; variants: "
+                + ", ".join(v.name for v in sweep.variants),
+            )
+        result = plan(load_sweep(path, overrides))
+        seed = args.seed if args.seed is not None else result.sweep.seeds[0]
+        dup = next((d for d in result.duplicates if d.variant == names[0]), None)
+        # Any seed is fine here: the seed only enters the run id, not the config.
+        run = result.run(dup.same_as if dup else names[0], result.sweep.seeds[0])
+        recipe = run.recipe
+        header = (
+            f"# sweep {result.sweep.sweep}, variant {names[0]}"
+            + (f" (same config as {dup.same_as})" if dup else "")
+            + f", seed {seed}\n# run_id {run_id(recipe, seed)}\n# config_hash {run.config_hash}\n"
+        )
+    else:
+        if names:
+            raise ConfigError(
+                f"{path} is a recipe; it has no variants",
+                file=str(path),
+                field="VARIANT",
+                value=names[0],
+                fix="drop the variant name, or pass a sweep file",
+            )
+        recipe = load_recipe(path, overrides)
+        seed = args.seed if args.seed is not None else 0
+        header = (
+            f"# recipe {path}, seed {seed}\n# run_id {run_id(recipe, seed)}\n"
+            f"# config_hash {config_hash(recipe)}\n"
+        )
+    print(header + yaml.safe_dump(recipe.resolved(), sort_keys=False, allow_unicode=True), end="")
+    return 0

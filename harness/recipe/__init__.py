@@ -1,5 +1,36 @@
-"""Recipes: the typed schema, the YAML loader, sweep designs and the variant planner."""
+"""Recipes: the typed schema, the YAML loader, sweep designs and the variant planner.
 
-from harness.recipe.schema import KNOB_SPECS, Knobs, KnobSpec, Recipe
+Public API: :func:`load_recipe`, :func:`load_sweep`, :func:`plan` (-> :class:`Plan` of
+:class:`PlannedRun`), :func:`config_hash`, :func:`run_id`; the schema (:class:`Recipe`,
+:data:`KNOB_SPECS`) and the sweep file (:class:`SweepSpec`, with ``fit`` and ``resources``).
+"""
 
-__all__ = ["KNOB_SPECS", "KnobSpec", "Knobs", "Recipe"]
+from harness.recipe.designs import DESIGNS, Design, Variant
+from harness.recipe.hashing import config_hash, run_id
+from harness.recipe.loader import load_recipe, load_sweep
+from harness.recipe.planner import Duplicate, Plan, PlannedRun, plan
+from harness.recipe.schema import KNOB_SPECS, BudgetConfig, Knobs, KnobSpec, Recipe
+from harness.recipe.sweep import FitSpec, FitWindow, Resources, SweepSpec
+
+__all__ = [
+    "DESIGNS",
+    "KNOB_SPECS",
+    "BudgetConfig",
+    "Design",
+    "Duplicate",
+    "FitSpec",
+    "FitWindow",
+    "KnobSpec",
+    "Knobs",
+    "Plan",
+    "PlannedRun",
+    "Recipe",
+    "Resources",
+    "SweepSpec",
+    "Variant",
+    "config_hash",
+    "load_recipe",
+    "load_sweep",
+    "plan",
+    "run_id",
+]

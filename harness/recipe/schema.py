@@ -315,6 +315,10 @@ class ReferenceRunnerConfig(Frozen):
 RunnerConfig = ReferenceRunnerConfig | CommandRunnerConfig
 
 
+# Recipe fields that do not enter the run identity (see Recipe.resolved).
+IDENTITY_EXCLUDED: frozenset[str] = frozenset({"name", "checkpoint_every_steps"})
+
+
 class Recipe(Frozen):
     """One fully specified training run (minus its seed)."""
 
@@ -351,9 +355,13 @@ class Recipe(Frozen):
         return self
 
     def resolved(self) -> dict[str, Any]:
-        """The run's identity as plain JSON data: every field, but for each knob only its choice
-        and the chosen alternative's parameters. This is what is hashed and stored."""
-        data = self.model_dump(mode="json", exclude={"knobs"})
+        """The run's identity as plain JSON data: every field that can change the curve, with each
+        knob reduced to its choice and the chosen alternative's parameters. This is what is hashed
+        and stored. Left out on purpose, because they cannot change a single point: ``name`` (two
+        recipe files that resolve to the same training are the same run) and
+        ``checkpoint_every_steps`` (an operational cadence; changing it must not orphan a run's
+        checkpoints). ``budget`` stays in: a run trained to another budget is another run."""
+        data = self.model_dump(mode="json", exclude={"knobs", *IDENTITY_EXCLUDED})
         data["knobs"] = {
             name: {"choice": knob.choice, "params": knob.active_params()}
             for name, knob in ((n, getattr(self.knobs, n)) for n in Knobs.model_fields)

@@ -1,9 +1,127 @@
-"""CLI commands: placeholder until its issue lands (registers nothing)."""
+"""``scalerl fit``: fit every run and variant of a sweep, write fits and verdicts, print the table."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    return None
+    p = sub.add_parser(
+        "fit",
+        help="fit sigmoid curves for a sweep and classify each knob (asymptote vs efficiency)",
+        description="Fit R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) to every run and to every variant "
+        "pooled over seeds, with bootstrap CIs; compare each LOO variant with the baseline; store the "
+        "fits and verdicts. Defaults come from the sweep's `fit` section when it has one.",
+    )
+    p.add_argument("sweep", metavar="SWEEP")
+    p.add_argument("--metric", help="point metric (default: the sweep's fit.metric, else val/pass_rate)")
+    p.add_argument(
+        "--axis",
+        choices=("gpu_hours", "flops", "tokens", "samples", "step"),
+        help="compute axis (default: the sweep's fit.axis, else flops)",
+    )
+    win = p.add_mutually_exclusive_group()
+    win.add_argument("--window-start", type=float, metavar="X", help="drop points with compute < X")
+    win.add_argument(
+        "--window-fraction", type=float, metavar="F", help="drop the first F of each curve's compute range"
+    )
+    p.add_argument("--margin", type=float, help="minimum |dA| for an asymptote-mover (default 0.02)")
+    p.add_argument("--method", default="fast", help="fitter: fast (default), paper_grid, curve_fit")
+    p.add_argument("--boot", type=int, default=200, metavar="N", help="bootstrap replicates (default 200)")
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument(
+        "--db", metavar="URL", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)"
+    )
+    p.set_defaults(func=_fit)
+
+
+def _num(v: Any, fmt: str = ".3f") -> str:
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+
+
+def _ci(v: Any, lo: Any, hi: Any) -> str:
+    return f"{_num(v, '+.3f')} [{_num(lo, '+.3f')}, {_num(hi, '+.3f')}]"
+
+
+def _clean(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _fit(args: argparse.Namespace) -> int:
+    import db
+    from harness.analysis.fitters import get_fitter
+    from harness.analysis.sweep import FitRequest, fit_sweep
+    from harness.errors import ConfigError
+
+    get_fitter(args.method)  # unknown names fail before touching the store
+    if args.boot < 10:
+        raise ConfigError(
+            "too few bootstrap replicates for an interval",
+            field="--boot",
+            value=args.boot,
+            fix="use --boot 100 or more",
+        )
+    req = FitRequest(
+        metric=args.metric,
+        axis=args.axis,
+        window_start=args.window_start,
+        window_fraction=args.window_fraction,
+        margin=args.margin,
+        method=args.method,
+        n_boot=args.boot,
+    )
+    store = db.open_store(args.db)
+    try:
+        result = fit_sweep(store, args.sweep, req)
+    finally:
+        store.close()
+    rows = result.verdict_rows
+    if args.json:
+        # The store's column names, plus the short dA / dB a reader (or jq) expects first.
+        out = [
+            {"dA": _clean(r["d_a"]), "dB": _clean(r["d_b"])} | {k: _clean(v) for k, v in r.items()}
+            for r in rows
+        ]
+        print(json.dumps(out, indent=2))
+        return 0
+    n_ok = sum(r["status"] == "ok" for r in result.fit_rows)
+    print(
+        f"sweep {result.sweep}: metric {result.metric} on {result.axis}; "
+        f"{len(result.fit_rows)} fits ({n_ok} ok), {len(rows)} verdicts"
+    )
+    for note in result.notes:
+        print(f"  {note}")
+    header = (
+        "knob",
+        "variant",
+        "verdict",
+        "A_base",
+        "A_var",
+        "dA [95% CI]",
+        "B_base",
+        "B_var",
+        "dB [CI]",
+        "reason",
+    )
+    table = [header] + [
+        (
+            str(r["knob"] or "-"),
+            str(r["variant"]),
+            str(r["verdict"]),
+            _num(r["a_base"]),
+            _num(r["a_variant"]),
+            _ci(r["d_a"], r["d_a_lo"], r["d_a_hi"]),
+            _num(r["b_base"], ".2f"),
+            _num(r["b_variant"], ".2f"),
+            _ci(r["d_b"], r["d_b_lo"], r["d_b_hi"]),
+            str(r["reason"]),
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1])
+    return 0

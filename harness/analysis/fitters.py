@@ -1,0 +1,230 @@
+"""Fitters registry and the public fit functions.
+
+A fitter turns prepared curves (see :func:`harness.analysis.curve.prepare`) into raw parameters;
+cleaning, windowing and status are shared, so fitters differ only in how they search:
+
+- ``fast``: the batched closed-form search + Levenberg-Marquardt of :mod:`.batched` (default).
+- ``paper_grid``: ScaleRL's procedure: a grid over A (0.450..0.800 step 0.005) x 100 C_mid values
+  (log-spaced over the curve's compute range), scipy ``curve_fit`` for B in each cell, least
+  squared error wins. R0 is held fixed. Slow by design: it is the reference.
+- ``curve_fit``: a plain scipy ``curve_fit`` of (A, B, C_mid) per curve from a generic start.
+"""
+
+from __future__ import annotations
+
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from harness.analysis.batched import fit_batch
+from harness.analysis.curve import (
+    FitOptions,
+    FloatArray,
+    PreparedCurve,
+    SigmoidFit,
+    finalize,
+    prepare,
+    sigmoid_curve,
+)
+from harness.errors import ConfigError
+
+Params = tuple[float, float, float, float]
+RawResult = tuple[Params | None, str]  # parameters or None, and why it failed
+
+
+class Fitter(ABC):
+    """Fits prepared curves. Contract: returns one result per input, in order, never raises on
+    data (a curve it cannot fit comes back as ``(None, reason)``); ``fixed_a`` (one per curve or
+    None) pins A. Stateless and thread-safe."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def fit_prepared(
+        self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
+    ) -> list[RawResult]: ...
+
+
+class FastFitter(Fitter):
+    name = "fast"
+
+    def fit_prepared(
+        self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
+    ) -> list[RawResult]:
+        if not curves:
+            return []
+        out = fit_batch(
+            [c.x for c in curves],
+            [c.y for c in curves],
+            np.array([c.r0 for c in curves]),
+            fit_r0=options.fit_r0,
+            fixed_a=None if fixed_a is None else np.asarray(fixed_a, dtype=np.float64),
+            a_bounds=options.a_bounds,
+            max_iter=options.max_iter,
+        )
+        return [((float(r[0]), float(r[1]), float(r[2]), float(r[3])), "") for r in out]
+
+
+@dataclass(frozen=True)
+class PaperGridFitter(Fitter):
+    """The paper's grid; the grid sizes are fields so a test can run a reduced one."""
+
+    name: ClassVar[str] = "paper_grid"
+    a_grid: tuple[float, ...] = tuple(np.round(np.arange(0.450, 0.8001, 0.005), 3).tolist())
+    n_c_mid: int = 100
+
+    def fit_prepared(
+        self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
+    ) -> list[RawResult]:
+        from scipy.optimize import curve_fit
+
+        results: list[RawResult] = []
+        for i, c in enumerate(curves):
+            grid_a = (fixed_a[i],) if fixed_a is not None else self.a_grid
+            c_mids = np.geomspace(c.x[0], c.x[-1], self.n_c_mid)
+            best: tuple[float, Params] | None = None
+            for a in grid_a:
+                for c_mid in c_mids:
+
+                    def f(
+                        x: FloatArray, b: float, a: float = a, c_mid: float = float(c_mid), r0: float = c.r0
+                    ) -> FloatArray:
+                        return sigmoid_curve(x, r0, a, b, c_mid)
+
+                    # Unbounded (Levenberg-Marquardt) as a plain call would be; a cell whose B
+                    # goes negative simply loses on squared error.
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            (b_hat,), _ = curve_fit(f, c.x, c.y, p0=(1.0,), maxfev=2000)
+                    except (RuntimeError, ValueError):
+                        continue
+                    sse = float(np.sum((c.y - f(c.x, b_hat)) ** 2))
+                    if best is None or sse < best[0]:
+                        best = (sse, (c.r0, float(a), float(b_hat), float(c_mid)))
+            results.append((best[1], "") if best else (None, "no grid cell converged"))
+        return results
+
+
+class CurveFitFitter(Fitter):
+    name = "curve_fit"
+
+    def fit_prepared(
+        self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
+    ) -> list[RawResult]:
+        from scipy.optimize import curve_fit
+
+        results: list[RawResult] = []
+        lo_a, hi_a = options.a_bounds
+        for i, c in enumerate(curves):
+            a_fix = None if fixed_a is None else fixed_a[i]
+
+            def f(x: FloatArray, *p: float, c: PreparedCurve = c, a_fix: float | None = a_fix) -> FloatArray:
+                a = a_fix if a_fix is not None else p[0]
+                return sigmoid_curve(x, c.r0, a, p[-2], p[-1])
+
+            p0: list[float] = [] if a_fix is not None else [float(np.clip(c.y.max(), lo_a, hi_a))]
+            lo: list[float] = [] if a_fix is not None else [lo_a]
+            hi: list[float] = [] if a_fix is not None else [hi_a]
+            p0 += [1.0, float(np.median(c.x))]
+            lo += [1e-3, float(c.x[0]) * 1e-3]
+            hi += [50.0, float(c.x[-1]) * 1e3]
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    p, _ = curve_fit(f, c.x, c.y, p0=p0, bounds=(lo, hi), maxfev=5000)
+            except (RuntimeError, ValueError) as err:
+                results.append((None, f"curve_fit failed: {err}"))
+                continue
+            a = a_fix if a_fix is not None else float(p[0])
+            results.append(((c.r0, a, float(p[-2]), float(p[-1])), ""))
+        return results
+
+
+FITTERS: dict[str, type[Fitter]] = {
+    FastFitter.name: FastFitter,
+    PaperGridFitter.name: PaperGridFitter,
+    CurveFitFitter.name: CurveFitFitter,
+}
+
+
+def get_fitter(name: str) -> Fitter:
+    """The registered fitter called ``name``; an unknown name lists the valid ones."""
+    try:
+        return FITTERS[name]()
+    except KeyError:
+        raise ConfigError(
+            "unknown fitter", field="method", value=name, fix=f"use one of {sorted(FITTERS)}"
+        ) from None
+
+
+Curve = tuple[ArrayLike, ArrayLike]
+
+
+def fit_sigmoid_many(
+    curves: Sequence[Curve],
+    *,
+    options: FitOptions | None = None,
+    method: str | Fitter = "fast",
+    fixed_a: Sequence[float] | None = None,
+    r0: Sequence[float] | None = None,
+) -> list[SigmoidFit]:
+    """Fit many ``(compute, values)`` curves in one batch; one :class:`SigmoidFit` per curve.
+
+    ``fixed_a`` (one value per curve) pins each curve's A; otherwise ``options.fixed_a`` pins all.
+    ``r0`` (one value per curve) fixes each curve's R0 (the bootstrap keeps the original R0).
+    Degenerate curves never raise: they come back with a status and a reason.
+    """
+    opts = options or FitOptions()
+    fitter = get_fitter(method) if isinstance(method, str) else method
+    prepared = [
+        prepare(c, v, opts, r0_override=None if r0 is None else r0[i]) for i, (c, v) in enumerate(curves)
+    ]
+    if fixed_a is None and opts.fixed_a is not None:
+        fixed_a = [opts.fixed_a] * len(curves)
+    todo = [i for i, p in enumerate(prepared) if p.status is None]
+    raw = fitter.fit_prepared(
+        [prepared[i] for i in todo], opts, None if fixed_a is None else [fixed_a[i] for i in todo]
+    )
+    by_index: dict[int, RawResult] = dict(zip(todo, raw, strict=True))
+    fits = []
+    for i, prep in enumerate(prepared):
+        params, why = by_index.get(i, (None, ""))
+        fits.append(finalize(prep, params, fitter.name, opts, why))
+    return fits
+
+
+def fit_sigmoid(
+    compute: ArrayLike,
+    values: ArrayLike,
+    *,
+    r0: float | None = None,
+    fit_r0: bool = False,
+    window: float | None = None,
+    window_fraction: float | None = None,
+    fixed_a: float | None = None,
+    options: FitOptions | None = None,
+    method: str | Fitter = "fast",
+) -> SigmoidFit:
+    """Fit one curve. ``window`` drops compute below that absolute value; ``window_fraction``
+    drops compute below that fraction of the curve's largest compute. Keyword arguments override
+    the matching fields of ``options``."""
+    base = options or FitOptions()
+    opts = FitOptions(
+        r0=r0 if r0 is not None else base.r0,
+        fit_r0=fit_r0 or base.fit_r0,
+        r0_points=base.r0_points,
+        window_start=window if window is not None else base.window_start,
+        window_fraction=window_fraction if window_fraction is not None else base.window_fraction,
+        fixed_a=fixed_a if fixed_a is not None else base.fixed_a,
+        min_points=base.min_points,
+        flat_tol=base.flat_tol,
+        a_bounds=base.a_bounds,
+        max_iter=base.max_iter,
+    )
+    return fit_sigmoid_many([(compute, values)], options=opts, method=method)[0]

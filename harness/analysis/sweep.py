@@ -1,0 +1,224 @@
+"""Fit a whole sweep from the results store and write its fits and verdicts back.
+
+The store's ``curves()`` frame is grouped into runs and variants; the baseline is the variant
+with no knob (named ``baseline`` unless the sweep's spec says ``loo.baseline_name``). Every run gets
+a per-seed fit (``run_id`` set), every variant a pooled fit over its seeds with bootstrap CIs
+(``run_id`` NULL), and each non-baseline variant a verdict. Defaults come from the sweep spec's
+``fit`` section (``metric``, ``axis``, ``window``, ``margin``) where the caller does not override.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.analysis.curve import FitOptions, SigmoidFit
+from harness.analysis.fitters import Curve
+from harness.analysis.verdicts import SweepAnalysis, VariantCurves, VerdictOptions, classify
+from harness.errors import AnalysisError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+AXES = ("gpu_hours", "flops", "tokens", "samples", "step")
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """What ``scalerl fit`` asks for; None fields fall back to the sweep spec, then to defaults."""
+
+    metric: str | None = None
+    axis: str | None = None
+    window_start: float | None = None
+    window_fraction: float | None = None
+    margin: float | None = None
+    method: str = "fast"
+    n_boot: int = 200
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SweepFitResult:
+    sweep: str
+    metric: str
+    axis: str
+    analysis: SweepAnalysis | None  # None when the sweep has no baseline to compare against
+    fit_rows: list[dict[str, Any]] = field(default_factory=list)
+    verdict_rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def resolve_request(req: FitRequest, spec: Mapping[str, Any] | None) -> tuple[str, str, FitOptions, float]:
+    """(metric, axis, options, margin) from the request, then the spec's ``fit`` section."""
+    fit_spec = dict((spec or {}).get("fit") or {})
+    window = dict(fit_spec.get("window") or {})
+    metric = req.metric or str(fit_spec.get("metric") or "val/pass_rate")
+    axis = req.axis or str(fit_spec.get("axis") or "flops")
+    if axis not in AXES:
+        raise AnalysisError(f"--axis {axis!r} is not a compute axis (fix: use one of {', '.join(AXES)})")
+    if req.window_start is not None or req.window_fraction is not None:
+        start, frac = req.window_start, req.window_fraction
+    else:
+        start, frac = window.get("start"), window.get("fraction")
+    margin = req.margin if req.margin is not None else float(fit_spec.get("margin", 0.02))
+    options = FitOptions(
+        window_start=None if start is None else float(start),
+        window_fraction=None if frac is None else float(frac),
+    )
+    return metric, axis, options, margin
+
+
+def _baseline_name(frame: pd.DataFrame, spec: Mapping[str, Any] | None) -> str | None:
+    no_knob = sorted(set(frame.loc[frame["knob"].isna(), "variant"]))
+    wanted = str(((spec or {}).get("loo") or {}).get("baseline_name") or "baseline")
+    if wanted in no_knob:
+        return wanted
+    return no_knob[0] if len(no_knob) == 1 else None
+
+
+def group_curves(frame: pd.DataFrame, axis: str) -> dict[str, VariantCurves]:
+    """Variant name -> its seed curves on ``axis`` (compute, value), runs ordered by seed."""
+    out: dict[str, VariantCurves] = {}
+    for variant, vdf in frame.groupby("variant", sort=True):
+        curves: list[Curve] = []
+        ids: list[str] = []
+        for run_id, rdf in vdf.sort_values(["seed", "run_id"]).groupby("run_id", sort=False):
+            x = rdf[axis].to_numpy(dtype=np.float64)
+            curves.append((x, rdf["value"].to_numpy(dtype=np.float64)))
+            ids.append(str(run_id))
+        first = vdf.iloc[0]
+        knob = None if first["knob"] is None or first["knob"] != first["knob"] else str(first["knob"])
+        alt = first["alternative"]
+        out[str(variant)] = VariantCurves(
+            str(variant),
+            tuple(curves),
+            knob=knob,
+            alternative=None if alt is None or alt != alt else str(alt),
+            run_ids=tuple(ids),
+        )
+    return out
+
+
+def _fit_row(fit: SigmoidFit, run_id: str | None, variant: str, metric: str, axis: str) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        k: getattr(fit, k)
+        for k in (
+            "window_start",
+            "r0",
+            "a",
+            "a_lo",
+            "a_hi",
+            "b",
+            "b_lo",
+            "b_hi",
+            "c_mid",
+            "c_mid_lo",
+            "c_mid_hi",
+            "rmse",
+            "n_points",
+            "status",
+            "reason",
+            "method",
+        )
+    }
+    return row | {"run_id": run_id, "variant": variant, "metric": metric, "axis": axis}
+
+
+def analyze_frame(
+    frame: pd.DataFrame,
+    *,
+    sweep: str,
+    metric: str,
+    axis: str,
+    options: FitOptions,
+    margin: float,
+    spec: Mapping[str, Any] | None = None,
+    method: str = "fast",
+    n_boot: int = 200,
+    seed: int = 0,
+) -> SweepFitResult:
+    """Fit a ``curves()`` frame (one metric) and build the fit and verdict rows."""
+    if frame.empty:
+        raise AnalysisError(
+            f"sweep {sweep!r} has no points for metric {metric!r} "
+            "(fix: check the name with `scalerl status`, or pass --metric)"
+        )
+    if frame[axis].isna().all():
+        filled = [a for a in AXES if a in frame and frame[a].notna().any()]
+        raise AnalysisError(
+            f"sweep {sweep!r}: no point has the {axis!r} compute axis "
+            f"(fix: pass --axis with one of {filled or ['step']})"
+        )
+    if axis != "step":
+        frame = frame[frame[axis].notna()]
+    groups = group_curves(frame, axis)
+    base_name = _baseline_name(frame, spec)
+    notes: list[str] = []
+    vopts = VerdictOptions(margin=margin, n_boot=n_boot, seed=seed)
+    if base_name is None:
+        # Nothing to compare against (e.g. imported curves): fit every run and variant anyway.
+        notes.append("no single baseline variant (a variant without a knob): verdicts skipped")
+        names = list(groups)
+        analysis = classify(
+            groups[names[0]],
+            [groups[n] for n in names[1:]],
+            options=options,
+            verdict_options=vopts,
+            method=method,
+        )
+        analysis = replace(analysis, verdicts=[])
+    else:
+        others = [g for name, g in groups.items() if name != base_name]
+        analysis = classify(groups[base_name], others, options=options, verdict_options=vopts, method=method)
+    fit_rows = [
+        _fit_row(f, run_id, _variant_of(groups, run_id), metric, axis)
+        for run_id, f in analysis.run_fits.items()
+    ] + [_fit_row(b.fit, None, variant, metric, axis) for variant, b in analysis.variant_fits.items()]
+    verdict_rows = [v.row(metric, axis) for v in analysis.verdicts]
+    if math.isfinite(analysis.seed_noise):
+        notes.append(f"seed noise on A: {analysis.seed_noise:.4f}; margin used: {analysis.margin:.4f}")
+    return SweepFitResult(sweep, metric, axis, analysis, fit_rows, verdict_rows, notes)
+
+
+def _variant_of(groups: Mapping[str, VariantCurves], run_id: str) -> str:
+    for name, g in groups.items():
+        if run_id in g.run_ids:
+            return name
+    return run_id.split("#", 1)[0]
+
+
+def fit_sweep(
+    store: Any, sweep: str, request: FitRequest | None = None, *, write: bool = True
+) -> SweepFitResult:
+    """Read a sweep from the store, fit it, and (``write``) replace its fits and verdicts."""
+    import db
+
+    req = request or FitRequest()
+    sweeps = db.queries.sweeps(store)
+    match = sweeps[sweeps["name"] == sweep]
+    if match.empty:
+        known = ", ".join(sweeps["name"].astype(str).tolist()[:10]) or "none"
+        raise AnalysisError(f"sweep {sweep!r} is not in the store (fix: use one of: {known})")
+    spec = match.iloc[0]["spec"] or {}
+    metric, axis, options, margin = resolve_request(req, spec)
+    frame = db.queries.curves(store, sweep, metric)
+    result = analyze_frame(
+        frame,
+        sweep=sweep,
+        metric=metric,
+        axis=axis,
+        options=options,
+        margin=margin,
+        spec=spec,
+        method=req.method,
+        n_boot=req.n_boot,
+        seed=req.seed,
+    )
+    if write:
+        store.replace_fits(sweep, result.fit_rows)
+        store.replace_verdicts(sweep, result.verdict_rows)
+    return result

@@ -1,0 +1,157 @@
+"""Uncertainty: bootstrap CIs over seeds and points, the seed-noise floor on A, pooled fits.
+
+A *group* is what one fit describes: a single run (one curve) or a variant pooled over its seeds
+(several curves whose points are fitted together). A bootstrap replicate of a group resamples its
+seeds with replacement (when it has more than one), pools them, then resamples the pooled points
+with replacement. Every replicate of every group is fitted in one batched call, so a report's
+whole bootstrap costs one pass of the fast fitter. R0 stays at the point estimate's value in
+every replicate so that the intervals describe A, B and C_mid rather than the start noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from harness.analysis.curve import FitOptions, FloatArray, SigmoidFit
+from harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
+
+DEFAULT_BOOT = 200
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """A group's fit with its CIs filled in, and the replicates behind them.
+
+    ``samples`` has one row per replicate: (r0, a, b, c_mid); a replicate whose fit was not
+    ``ok`` has NaN in the columns it could not pin (all of them, or only A if pre-inflection).
+    """
+
+    fit: SigmoidFit
+    samples: FloatArray
+
+    @property
+    def ok_fraction(self) -> float:
+        return float(np.mean(np.isfinite(self.samples[:, 1]))) if self.samples.size else 0.0
+
+
+def pool(curves: Sequence[Curve]) -> tuple[FloatArray, FloatArray]:
+    """Concatenate seed curves into one point cloud (duplicate compute values are fine)."""
+    if not curves:
+        return np.zeros(0), np.zeros(0)
+    cs = [np.asarray(c, dtype=np.float64).ravel() for c, _ in curves]
+    vs = [np.asarray(v, dtype=np.float64).ravel() for _, v in curves]
+    return np.concatenate(cs), np.concatenate(vs)
+
+
+def _percentile_ci(col: FloatArray, level: float) -> tuple[float, float]:
+    finite = col[np.isfinite(col)]
+    if finite.size < 2:
+        return math.nan, math.nan
+    q = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(finite, [q, 100.0 - q])
+    return float(lo), float(hi)
+
+
+def _replicate(group: Sequence[Curve], rng: np.random.Generator) -> tuple[FloatArray, FloatArray]:
+    if len(group) > 1:
+        picks = rng.integers(0, len(group), len(group))
+        c, v = pool([group[i] for i in picks])
+    else:
+        c, v = pool(group)
+    idx = rng.integers(0, c.size, c.size) if c.size else np.zeros(0, dtype=int)
+    return c[idx], v[idx]
+
+
+def bootstrap_fits(
+    groups: Sequence[Sequence[Curve]],
+    *,
+    options: FitOptions | None = None,
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = 0,
+    level: float = 0.95,
+    fixed_a: Sequence[float] | None = None,
+    method: str | Fitter = "fast",
+) -> list[BootstrapResult]:
+    """Fit each group (pooled over its curves) and attach bootstrap CIs for A, B and C_mid.
+
+    Replicates are drawn with ``numpy.random.default_rng(seed)``, so results are reproducible.
+    A fit that is not ``ok`` keeps NaN CIs for what it cannot pin.
+    """
+    opts = options or FitOptions()
+    pooled = [pool(g) for g in groups]
+    points = fit_sigmoid_many(pooled, options=opts, method=method, fixed_a=fixed_a)
+    rng = np.random.default_rng(seed)
+    reps: list[tuple[FloatArray, FloatArray]] = []
+    rep_r0: list[float] = []
+    rep_a: list[float] = []
+    for gi, g in enumerate(groups):
+        for _ in range(n_boot):
+            reps.append(_replicate(g, rng))
+            rep_r0.append(points[gi].r0)
+            if fixed_a is not None:
+                rep_a.append(fixed_a[gi])
+    rep_fits = fit_sigmoid_many(
+        reps, options=opts, method=method, r0=rep_r0, fixed_a=rep_a if fixed_a is not None else None
+    )
+    out: list[BootstrapResult] = []
+    for gi, fit in enumerate(points):
+        chunk = rep_fits[gi * n_boot : (gi + 1) * n_boot]
+        samples = np.array(
+            [
+                [f.r0, f.a, f.b, f.c_mid] if f.status in ("ok", "pre-inflection") else [np.nan] * 4
+                for f in chunk
+            ],
+            dtype=np.float64,
+        ).reshape(-1, 4)
+        if fit.ok:
+            a_lo, a_hi = _percentile_ci(samples[:, 1], level)
+            if fixed_a is not None:
+                a_lo = a_hi = fit.a
+            b_lo, b_hi = _percentile_ci(samples[:, 2], level)
+            c_lo, c_hi = _percentile_ci(samples[:, 3], level)
+            fit = replace(fit, a_lo=a_lo, a_hi=a_hi, b_lo=b_lo, b_hi=b_hi, c_mid_lo=c_lo, c_mid_hi=c_hi)
+        out.append(BootstrapResult(fit=fit, samples=samples))
+    return out
+
+
+def seed_noise(fits_by_variant: Mapping[str, Sequence[SigmoidFit]]) -> float:
+    """The seed-noise floor on A: the pooled standard deviation (ddof=1) of per-seed A within
+    each variant, over variants with at least two ``ok`` seed fits; NaN when none has two."""
+    num, den = 0.0, 0
+    for fits in fits_by_variant.values():
+        a = np.array([f.a for f in fits if f.ok], dtype=np.float64)
+        if a.size >= 2:
+            num += float(np.var(a, ddof=1)) * (a.size - 1)
+            den += a.size - 1
+    return math.sqrt(num / den) if den else math.nan
+
+
+def diff_ci(
+    base: BootstrapResult,
+    other: BootstrapResult,
+    column: int,
+    level: float = 0.95,
+    transform: str = "identity",
+) -> tuple[float, float, float]:
+    """(other - base, lo, hi) for one parameter column (0 r0, 1 a, 2 b, 3 c_mid), from the two
+    groups' independent replicates paired by index; ``transform="log"`` compares logs."""
+
+    def tf(v: ArrayLike) -> FloatArray:
+        arr = np.asarray(v, dtype=np.float64)
+        if transform == "log":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.asarray(np.log(arr), dtype=np.float64)
+        return arr
+
+    point_b = [base.fit.r0, base.fit.a, base.fit.b, base.fit.c_mid][column]
+    point_o = [other.fit.r0, other.fit.a, other.fit.b, other.fit.c_mid][column]
+    d = float(tf(point_o) - tf(point_b))
+    n = min(base.samples.shape[0], other.samples.shape[0])
+    reps = tf(other.samples[:n, column]) - tf(base.samples[:n, column])
+    lo, hi = _percentile_ci(reps, level)
+    return d, lo, hi

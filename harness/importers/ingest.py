@@ -1,0 +1,127 @@
+"""Write imported curves into the results store: one run per source run, points by step.
+
+Identity: a run's id is the first 16 hex chars of SHA-256 of ``"<sweep>\\0<run name>"`` plus
+``-s0``, so importing the same run again (or from another file that holds it too, as W&B exports
+often do) upserts the same points instead of duplicating them. Each imported run is its own
+variant (named after the run, no knob, seed 0) and is marked ``completed``.
+
+Compute columns: the point's ``step`` is always the source step. The x axis the user picked
+fills one compute unit, named by ``axis_unit`` or inferred from the axis name:
+
+- a step axis (``Step``, ``step``, ``_step``, ...): no compute column; fit with ``--axis step``;
+- a time axis (a name containing ``time``, ``runtime`` or ``wall``, in seconds): ``wall_s`` = x and
+  ``gpu_hours`` = x / 3600 (one device assumed; the file does not say how many were used);
+- ``gpu_hours``, ``flops``, ``tokens``, ``samples`` or ``wall_s``: that column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import ImportFormatError
+from harness.importers.base import ImportedCurve, is_step_name
+
+AXIS_UNITS = ("step", "wall_s", "gpu_hours", "flops", "tokens", "samples")
+
+
+def infer_unit(x_name: str) -> str:
+    """The compute unit an axis name stands for; raises naming the fix when it cannot tell."""
+    low = x_name.strip().lower()
+    if is_step_name(low):
+        return "step"
+    if low in AXIS_UNITS:
+        return low
+    if any(k in low for k in ("time", "runtime", "wall")):
+        return "wall_s"
+    raise ImportFormatError(
+        f"cannot tell which compute unit the axis {x_name!r} is "
+        f"(fix: pass --axis-unit, one of {', '.join(AXIS_UNITS)})"
+    )
+
+
+def compute_for(unit: str, x: float) -> dict[str, float]:
+    if unit == "step":
+        return {}
+    if unit == "wall_s":
+        return {"wall_s": x, "gpu_hours": x / 3600.0}
+    return {unit: x}
+
+
+def run_id_for(sweep: str, run: str) -> str:
+    return hashlib.sha256(f"{sweep}\0{run}".encode()).hexdigest()[:16] + "-s0"
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    sweep: str
+    runs: int
+    new_runs: int
+    curves: int
+    points: int
+    metrics: tuple[str, ...]
+
+
+def import_curves(
+    store: Any, curves: Sequence[ImportedCurve], sweep: str, *, axis_unit: str | None = None
+) -> ImportSummary:
+    """Register one run per distinct run name and write its points through the store's writer."""
+    from db import RunRecord
+
+    if axis_unit is not None and axis_unit not in AXIS_UNITS:
+        raise ImportFormatError(f"--axis-unit {axis_unit!r} is unknown (fix: use one of {AXIS_UNITS})")
+    by_run: dict[str, list[ImportedCurve]] = defaultdict(list)
+    for c in curves:
+        by_run[c.run].append(c)
+    # Validate everything before the first write: a bad input never leaves a half-written store.
+    units = {run: axis_unit or infer_unit(group[0].x_name) for run, group in by_run.items()}
+    for c in curves:
+        if c.steps.size and int(c.steps.min()) < 0:
+            raise ImportFormatError(
+                f"{c.source}: run {c.run!r} metric {c.metric!r} has a negative step "
+                f"{int(c.steps.min())} (fix: steps must be >= 0)"
+            )
+    store.ensure_sweep(sweep, {"source": "import"})
+    new_runs = points = 0
+    for run, group in by_run.items():
+        unit = units[run]
+        # step -> (metrics, compute): every metric logged at a step shares that step's compute.
+        steps: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
+        for c in group:
+            for st, xv, val in zip(c.steps.tolist(), c.x.tolist(), c.values.tolist(), strict=True):
+                metrics, compute = steps.setdefault(int(st), ({}, compute_for(unit, float(xv))))
+                metrics[c.metric] = float(val)
+        run_id = run_id_for(sweep, run)
+        sources = sorted({c.source for c in group})
+        config = {"imported_from": sources, "run": run, "axis": group[0].x_name, "axis_unit": unit}
+        new_runs += bool(
+            store.register_run(
+                RunRecord(
+                    run_id=run_id,
+                    sweep=sweep,
+                    variant=run,
+                    seed=0,
+                    config=config,
+                    config_hash=run_id.split("-", 1)[0],
+                    knob=None,
+                    alternative=None,
+                )
+            )
+        )
+        attempt = store.start_attempt(run_id, executor="import", job_id=None, host=socket.gethostname())
+        writer = store.writer(run_id, attempt)
+        try:
+            for st in sorted(steps):
+                metrics, compute = steps[st]
+                writer.add(st, metrics, compute)
+                points += len(metrics)
+        finally:
+            writer.close()
+        store.finish_run(run_id, attempt, "completed")
+    return ImportSummary(
+        sweep, len(by_run), new_runs, len(curves), points, tuple(sorted({c.metric for c in curves}))
+    )

@@ -1,0 +1,95 @@
+"""Plain CSVs of parsed training logs: one step column plus one column per metric.
+
+This is what a lab gets by parsing its trainer's console output (e.g. verl's
+``step:1 - critic/rewards/mean:0.0 - ...`` lines) into a table. The file is one run, named after
+the file's stem. The step column is the first column whose name is a known step name (``step``,
+``global_step``, ``_step``, ``iteration``); every other numeric column is a metric, and empty cells
+mean "not logged at this step". ``axis_column`` picks another column as the x axis (its values are
+used as they are, so pass a cumulative quantity: a per-step duration is not a compute axis).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from harness.errors import ImportFormatError
+from harness.importers.base import (
+    CurveImporter,
+    ImportedCurve,
+    is_step_name,
+    make_curve,
+    parse_float,
+    register,
+)
+
+
+@register
+class ParsedCsvImporter(CurveImporter):
+    name = "csv"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+        cols = [c.strip().strip('"') for c in first.split(",")]
+        return path.suffix.lower() == ".csv" and any(is_step_name(c) for c in cols)
+
+    def read(self, path: Path, *, axis_column: str | None = None) -> list[ImportedCurve]:
+        try:
+            with path.open(newline="", encoding="utf-8") as fh:
+                rows = list(csv.reader(fh))
+        except (OSError, UnicodeDecodeError, csv.Error) as err:
+            raise ImportFormatError(f"{path}: cannot read as CSV: {err}") from None
+        if not rows:
+            raise ImportFormatError(f"{path}:1: empty file (fix: export the parsed log with a header row)")
+        header = [h.strip() for h in rows[0]]
+        step_idx = next((j for j, h in enumerate(header) if is_step_name(h)), None)
+        if step_idx is None:
+            raise ImportFormatError(
+                f"{path}:1: no step column in header {header[:6]} (fix: name the step column 'step')"
+            )
+        x_idx = step_idx
+        if axis_column is not None:
+            if axis_column not in header:
+                raise ImportFormatError(
+                    f"{path}:1: axis column {axis_column!r} not in the header "
+                    f"(fix: use one of {header[:10]}{' ...' if len(header) > 10 else ''})"
+                )
+            x_idx = header.index(axis_column)
+        steps: list[float] = []
+        xs: list[float] = []
+        table: list[list[float]] = []
+        for lineno, row in enumerate(rows[1:], start=2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise ImportFormatError(
+                    f"{path}:{lineno}: {len(row)} cells but the header has {len(header)} "
+                    "(fix: quote cells that contain commas, or re-parse the log)"
+                )
+            vals = [parse_float(c, path, lineno, header[j]) for j, c in enumerate(row)]
+            if vals[step_idx] != vals[step_idx]:
+                raise ImportFormatError(
+                    f"{path}:{lineno}: column {header[step_idx]!r} is empty (fix: every row needs its step)"
+                )
+            steps.append(vals[step_idx])
+            xs.append(vals[x_idx])
+            table.append(vals)
+        run = path.stem.removesuffix("_parsed")
+        curves = []
+        for j, name in enumerate(header):
+            if j in (step_idx, x_idx):
+                continue
+            pts = [(s, x, r[j]) for s, x, r in zip(steps, xs, table, strict=True) if r[j] == r[j]]
+            if pts:
+                curves.append(
+                    make_curve(
+                        path,
+                        run,
+                        name,
+                        header[x_idx],
+                        [p[0] for p in pts],
+                        [p[1] for p in pts],
+                        [p[2] for p in pts],
+                    )
+                )
+        return curves

@@ -1,0 +1,119 @@
+"""``scalerl fit`` end to end on a real SQLite file store holding a synthetic LOO sweep."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import db
+from harness.cli import main
+from tests.unit.analysis.sweeps import TRUTH, synthetic_sweep
+
+SPEC = {"fit": {"metric": "val/pass_rate", "axis": "flops", "window": {"start": 0.0}, "margin": 0.02}}
+
+
+@pytest.fixture(scope="module")
+def store_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('fitcli') / 'scalerl.db'}"
+    store = db.open_store(url)
+    store.ensure_sweep("loo", SPEC)
+    for name, vc in synthetic_sweep(seeds=2).items():
+        for seed, (run_id, (compute, values)) in enumerate(zip(vc.run_ids, vc.curves, strict=True)):
+            store.register_run(
+                db.RunRecord(
+                    run_id=run_id,
+                    sweep="loo",
+                    variant=name,
+                    seed=seed,
+                    config={"v": name},
+                    config_hash=run_id,
+                    knob=vc.knob,
+                    alternative=vc.alternative,
+                )
+            )
+            attempt = store.start_attempt(run_id, executor="debug")
+            with store.writer(run_id, attempt) as w:
+                for step, (c, v) in enumerate(zip(compute.tolist(), values.tolist(), strict=True)):
+                    w.add(
+                        step,
+                        {"val/pass_rate": v, "train/reward": v - 0.1},
+                        {"flops": c, "gpu_hours": c / 1e3},
+                    )
+            store.finish_run(run_id, attempt, "completed")
+    store.close()
+    return url
+
+
+def test_fit_json_and_store_rows(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "loo", "--db", store_url, "--json", "--boot", "60"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    verdicts = {r["variant"]: r for r in out}
+    assert {k: r["verdict"] for k, r in verdicts.items()} == {
+        "loo-dapo": "asymptote-mover",
+        "loo-savg": "efficiency-shaper",
+        "loo-lp": "efficiency-shaper",
+        "loo-fp32": "no-effect",
+    }
+    assert {r["knob"] for r in out} == {k for k, *_ in TRUTH.values() if k}
+    assert verdicts["loo-dapo"]["d_a"] == pytest.approx(-0.08, abs=0.02)
+    assert all(r["dA"] == r["d_a"] and r["dB"] == r["d_b"] for r in out)
+    assert verdicts["loo-lp"]["d_b"] == pytest.approx(1.0, abs=0.35)
+    store = db.open_store(store_url)
+    fits = db.queries.fits(store, "loo")
+    stored = db.queries.verdicts(store, "loo")
+    store.close()
+    assert len(fits) == 10 + 5  # 10 runs + 5 pooled variants (run_id NULL)
+    assert fits["run_id"].isna().sum() == 5 and set(fits["status"]) == {"ok"}
+    assert set(fits["axis"]) == {"flops"} and set(fits["metric"]) == {"val/pass_rate"}
+    base = fits[(fits["variant"] == "baseline") & fits["run_id"].isna()].iloc[0]
+    assert base["a"] == pytest.approx(0.70, abs=0.02) and base["a_lo"] < base["a"] < base["a_hi"]
+    assert len(stored) == 4 and set(stored["verdict"]) == {
+        "asymptote-mover",
+        "efficiency-shaper",
+        "no-effect",
+    }
+
+
+def test_fit_table_with_overrides(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Another metric and axis, and a margin so wide that nothing moves the ceiling.
+    code = main(
+        [
+            "fit",
+            "loo",
+            "--db",
+            store_url,
+            "--metric",
+            "train/reward",
+            "--axis",
+            "gpu_hours",
+            "--margin",
+            "0.2",
+            "--boot",
+            "40",
+            "--window-fraction",
+            "0.05",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "sweep loo: metric train/reward on gpu_hours; 15 fits (15 ok), 4 verdicts" in out
+    lines = {ln.split()[1]: ln for ln in out.splitlines() if ln.startswith(("loss", "lm_head"))}
+    assert "asymptote-mover" not in lines["loo-dapo"]
+    assert "margin 0.200" in lines["loo-dapo"]
+
+
+def test_fit_errors_are_clean(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "nope", "--db", store_url]) == 2
+    assert "sweep 'nope' is not in the store (fix: use one of: loo)" in capsys.readouterr().err
+    assert main(["fit", "loo", "--db", store_url, "--metric", "nope/metric"]) == 2
+    assert "no points for metric 'nope/metric'" in capsys.readouterr().err
+    assert main(["fit", "loo", "--db", store_url, "--method", "magic"]) == 2
+    assert "unknown fitter" in capsys.readouterr().err
+    assert main(["fit", "loo", "--db", store_url, "--axis", "tokens"]) == 2
+    assert "no point has the 'tokens' compute axis" in capsys.readouterr().err
+
+
+def test_fit_leaves_no_file_behind(store_url: str) -> None:
+    assert Path(store_url.removeprefix("sqlite:///")).is_file()

@@ -1,9 +1,58 @@
-"""CLI commands: placeholder until its issue lands (registers nothing)."""
+"""CLI: ``scalerl report SWEEP -o report.html`` writes one self-contained, offline HTML report."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from harness.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    return None
+    p = sub.add_parser(
+        "report",
+        help="write one self-contained HTML report of a sweep (curves, fits, verdicts)",
+        description=(
+            "Write the sweep's curves, fitted sigmoids with extrapolations, the knob map and the "
+            "verdict table as one HTML file that works offline. Reads the store only; fits are "
+            "computed for the page (not stored) when `scalerl fit` has not been run."
+        ),
+    )
+    p.add_argument("sweep", metavar="SWEEP", help="sweep name (see `scalerl status`)")
+    p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default: %(default)s)")
+    p.add_argument("--db", default=None, metavar="URL",
+                   help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)")  # fmt: skip
+    p.add_argument("--metric", default="val/pass_rate", help="metric to plot and fit (default: %(default)s)")
+    p.add_argument("--axis", default=None, choices=("gpu_hours", "flops", "tokens", "samples", "step"),
+                   help="compute axis (default: the stored fits' axis, else flops)")  # fmt: skip
+    p.add_argument("--max-points", type=int, default=400, metavar="N",
+                   help="points drawn per run; longer runs are downsampled for display only "
+                   "(default: %(default)s)")  # fmt: skip
+    p.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    import db
+    from db.engine import resolve_url
+    from harness.report.build import load_report_data
+    from harness.report.document import render_html
+
+    if args.max_points < 10:
+        raise ConfigError("must be >= 10", field="--max-points", value=args.max_points, fix="use e.g. 400")
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise ConfigError("the output folder does not exist", field="--output", value=str(out),
+                          fix=f"create {out.parent} first or pick another path")  # fmt: skip
+    store = db.open_store(args.db)
+    data = load_report_data(
+        store, args.sweep, metric=args.metric, axis=args.axis,
+        store_kind=resolve_url(args.db).get_backend_name(), max_points_per_run=args.max_points,
+    )  # fmt: skip
+    page = render_html(data)
+    # Write beside the target and rename, so a reader never opens a half-written report.
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)
+    size_mb = out.stat().st_size / 1e6
+    print(f"report: {out.resolve()} ({size_mb:.1f} MB, {len(data.runs)} runs, fits: {data.fits_source})")
+    return 0

@@ -1,0 +1,120 @@
+"""Loading a sweep for the report: the store's frames, plus fits computed on the fly if needed.
+
+The report reads; it never writes. When the store holds no fits for the chosen metric and axis
+(``scalerl fit`` has not been run), the fits and verdicts are computed here with the analysis
+package and the page says they are not stored. If even that is impossible (too few points), the
+page shows the raw curves and says that ``scalerl fit`` has not been run.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+
+from harness.errors import AnalysisError, ConfigError
+from harness.report._style import AXES
+from harness.report.document import FitsSource, ReportData
+
+log = logging.getLogger(__name__)
+
+DEFAULT_METRIC = "val/pass_rate"
+DEFAULT_AXIS = "flops"
+
+
+def stored_axis(fits: pd.DataFrame, metric: str) -> str | None:
+    """The axis the stored fits of ``metric`` use (the most common one), if any."""
+    if fits.empty:
+        return None
+    stored = fits.loc[fits["metric"] == metric, "axis"]
+    return None if stored.empty else str(stored.mode().iloc[0])
+
+
+def _for(frame: pd.DataFrame, metric: str, axis: str) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    return frame[(frame["metric"] == metric) & (frame["axis"] == axis)].reset_index(drop=True)
+
+
+def compute_fits(
+    curves: pd.DataFrame,
+    *,
+    sweep: str,
+    spec: dict[str, Any] | None,
+    metric: str,
+    axis: str | None,
+    n_boot: int = 200,
+) -> tuple[str, pd.DataFrame, pd.DataFrame, list[str]]:
+    """(axis, fits, verdicts, notes) for ``curves`` exactly as ``scalerl fit`` would store them,
+    computed with :mod:`harness.analysis.sweep` and written nowhere."""
+    from db.models import FIT_COLUMNS, VERDICT_COLUMNS
+    from harness.analysis.sweep import FitRequest, analyze_frame, resolve_request
+
+    metric, axis, options, margin = resolve_request(FitRequest(metric=metric, axis=axis), spec)
+    result = analyze_frame(
+        curves, sweep=sweep, metric=metric, axis=axis, options=options, margin=margin, spec=spec,
+        n_boot=n_boot,
+    )  # fmt: skip
+    fits = pd.DataFrame(result.fit_rows, columns=list(FIT_COLUMNS))
+    verdicts = pd.DataFrame(result.verdict_rows, columns=list(VERDICT_COLUMNS))
+    return axis, fits, verdicts, list(result.notes)
+
+
+def load_report_data(
+    store: Any,
+    sweep: str,
+    *,
+    metric: str = DEFAULT_METRIC,
+    axis: str | None = None,
+    store_kind: str = "",
+    max_points_per_run: int = 400,
+) -> ReportData:
+    """Read one sweep from ``store`` (a ``db`` store) into a :class:`ReportData`.
+
+    ``axis`` None means: the axis of the stored fits, else the sweep spec's ``fit.axis``, else FLOPs.
+    """
+    from db import queries
+
+    if axis is not None and axis not in AXES:
+        raise ConfigError("unknown compute axis", field="--axis", value=axis,
+                          fix=f"use one of {', '.join(AXES)}")  # fmt: skip
+    known = queries.sweeps(store)
+    match = known[known["name"] == sweep]
+    if match.empty:
+        have = ", ".join(map(str, known["name"])) or "none"
+        raise ConfigError("no such sweep in the store", field="SWEEP", value=sweep,
+                          fix=f"pick one of: {have}")  # fmt: skip
+    spec = match.iloc[0]["spec"] or {}
+    runs = queries.runs(store, sweep)
+    curves = queries.curves(store, sweep, metric=metric)
+    if curves.empty and not runs.empty and (runs["n_points"] > 0).any():
+        # Points exist, just not for this metric: name the ones one run logs.
+        sample = str(runs.loc[runs["n_points"] > 0, "run_id"].iloc[0])
+        logged = sorted(map(str, queries.curves(store, sweep, run_ids=[sample])["metric"].unique()))
+        raise ConfigError(f"sweep {sweep!r} has no points for this metric", field="--metric", value=metric,
+                          fix=f"use one that its runs log: {', '.join(logged)}")  # fmt: skip
+    stored_fits = queries.fits(store, sweep)
+    stored_verdicts = queries.verdicts(store, sweep)
+    chosen = axis or stored_axis(stored_fits, metric)
+    notes: list[str] = []
+    source: FitsSource = "store"
+    fits = _for(stored_fits, metric, chosen) if chosen else stored_fits.iloc[0:0]
+    verdicts = _for(stored_verdicts, metric, chosen) if chosen else stored_verdicts.iloc[0:0]
+    if fits.empty:
+        source = "missing"
+        if not curves.empty:
+            try:
+                chosen, fits, verdicts, notes = compute_fits(
+                    curves, sweep=sweep, spec=spec, metric=metric, axis=chosen
+                )
+                source = "computed"
+            except AnalysisError as err:
+                notes.append(f"fits could not be computed: {err}")
+    return ReportData(
+        sweep=sweep, metric=metric, axis=chosen or DEFAULT_AXIS, runs=runs, curves=curves, fits=fits,
+        verdicts=verdicts, fits_source=source, store_kind=store_kind,
+        generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), notes=tuple(notes),
+        max_points_per_run=max_points_per_run,
+    )  # fmt: skip

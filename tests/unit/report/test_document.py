@@ -1,0 +1,67 @@
+"""The one-file HTML page: plotly.js once, every figure, escaped text, no store URL."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from harness.report.document import ReportData, render_html
+from tests.unit.report.frames import curves_frame, fits_frame, runs_frame, verdicts_frame
+
+EVIL = "</script><script>window.__scalerl_injected=1</script>"
+
+
+def report_data(**over: object) -> ReportData:
+    curves = curves_frame(n_points=30, seeds=2)
+    curves["run_id"] = curves["run_id"].where(curves["run_id"] != "loo-dapo-s1", EVIL)
+    verdicts = verdicts_frame()
+    verdicts.loc[0, "reason"] = EVIL
+    fields: dict[str, object] = {
+        "sweep": "loo <b>sweep</b>", "metric": "val/pass_rate", "axis": "flops",
+        "runs": runs_frame(curves), "curves": curves, "fits": fits_frame(), "verdicts": verdicts,
+        "fits_source": "store", "store_kind": "sqlite", "generated_at": "2026-11-22 05:00 UTC",
+    }  # fmt: skip
+    fields.update(over)
+    return ReportData(**fields)  # type: ignore[arg-type]
+
+
+def test_page_embeds_plotlyjs_once_and_every_figure() -> None:
+    page = render_html(report_data())
+    # plotly.min.js starts with its licence banner; it must be there exactly once.
+    assert page.count("plotly.js v") == 1
+    assert page.count('class="plotly-graph-div"') == 3  # overview, curves, knob map
+    assert page.count("Plotly.newPlot(") == 3
+    # The verdict table lists both variants with their ΔA.
+    table = page[page.index('<table class="verdicts">') :]
+    assert "<td>loo-dapo</td>" in table and "<td>-0.100</td>" in table
+
+
+def test_user_text_cannot_open_or_close_a_script() -> None:
+    page = render_html(report_data())
+    # Only Plotly's own script tags: plotly.js, its config line, and one per figure.
+    opens = [m.start() for m in re.finditer(r"<script", page)]
+    closes = page.count("</script>")
+    assert len(opens) == closes
+    assert "__scalerl_injected=1</script>" not in page
+    assert "&lt;/script&gt;&lt;script&gt;window.__scalerl_injected=1" in page  # the table reason
+    assert "loo &lt;b&gt;sweep&lt;/b&gt;" in page
+    # The run name rides in the figure JSON HTML-escaped (for plotly.js, which renders a subset of
+    # HTML) and with "/" written as \u002f by Plotly's serializer.
+    assert "&lt;\\u002fscript&gt;&lt;script&gt;window.__scalerl_injected=1&lt;\\u002fscript&gt;" in page
+    # Defence in depth: even unescaped text cannot close a script tag through Plotly's JSON.
+    raw = go.Figure(go.Scatter(x=[1], y=[1], name=EVIL))
+    assert "</script>" not in pio.to_json(raw) and "\\u003c\\u002fscript\\u003e" in pio.to_json(raw)
+
+
+def test_missing_fits_are_announced_and_no_url_leaks() -> None:
+    no_fits = pd.DataFrame(columns=fits_frame().columns)
+    no_verdicts = pd.DataFrame(columns=verdicts_frame().columns)
+    page = render_html(report_data(fits=no_fits, verdicts=no_verdicts, fits_source="missing"))
+    assert "<code>scalerl fit loo &lt;b&gt;sweep&lt;/b&gt;</code> has not been run" in page
+    assert "No verdicts for this sweep." in page
+    computed = render_html(report_data(fits_source="computed"))
+    assert "computed for this report and are not stored" in computed
+    assert "sqlite:///" not in page and "store: sqlite" in page

@@ -1,0 +1,34 @@
+"""Display downsampling: bounded size, endpoints kept, peaks kept, shape kept in both axis types."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.report.downsample import display_indices, lttb
+
+
+def test_lttb_keeps_endpoints_and_a_spike_a_stride_would_miss() -> None:
+    x = np.arange(10_000, dtype=float)
+    y = np.zeros_like(x)
+    y[5_003] = 1.0  # one spike, off any regular stride of 100
+    keep = lttb(x, y, 100)
+    assert len(keep) == 100 and keep[0] == 0 and keep[-1] == 9_999
+    assert 5_003 in keep
+    assert np.all(np.diff(keep) > 0)
+    assert len(lttb(x[:50], y[:50], 100)) == 50  # nothing to drop
+
+
+def test_display_indices_cover_early_log_compute_and_late_linear_compute() -> None:
+    c = np.geomspace(1e12, 1e17, 10_000)
+    r = 0.1 + 0.5 / (1 + (1e15 / c) ** 1.5)
+    keep = display_indices(c, r, 400)
+    assert 200 <= len(keep) <= 400
+    # Log view: every decade keeps several points (a linear-only sample leaves the first
+    # decades with one point each).
+    decades = np.floor(np.log10(c[keep]))
+    assert all(np.count_nonzero(decades == d) >= 10 for d in range(12, 17))
+    # Linear view: the last half of the compute range is not one segment either.
+    assert np.count_nonzero(c[keep] > 5e16) >= 10
+    # The drawn curve stays within 0.002 of the full one under linear interpolation in log C.
+    full = np.interp(np.log(c), np.log(c[keep]), r[keep])
+    assert np.max(np.abs(full - r)) < 0.002

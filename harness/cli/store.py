@@ -1,4 +1,12 @@
-"""CLI commands: placeholder until its issue lands (registers nothing)."""
+"""``scalerl db``: upgrade the store's schema, show its revision, replay spooled points.
+
+- ``scalerl db upgrade [URL]``: apply Alembic migrations up to head.
+- ``scalerl db current [URL]``: print the store's schema revision and this code's head.
+- ``scalerl db replay [--spool DIR] [URL]``: write the spool files of dead writers into the store.
+
+URL defaults to ``$SCALERL_DB_URL``, then ``sqlite:///./scalerl.db``; it is always printed with
+its password hidden.
+"""
 
 from __future__ import annotations
 
@@ -6,4 +14,84 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    return None
+    parser = sub.add_parser("db", help="results store: schema upgrade, revision, spool replay")
+    dbsub = parser.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
+
+    up = dbsub.add_parser("upgrade", help="upgrade the store's schema to this code's revision")
+    up.add_argument("url", nargs="?", default=None, help="database URL (default: $SCALERL_DB_URL)")
+    up.set_defaults(func=_upgrade)
+
+    cur = dbsub.add_parser("current", help="show the store's schema revision")
+    cur.add_argument("url", nargs="?", default=None, help="database URL (default: $SCALERL_DB_URL)")
+    cur.set_defaults(func=_current)
+
+    rep = dbsub.add_parser("replay", help="write spooled points (from writers that died) into the store")
+    rep.add_argument(
+        "--spool", default=None, help="spool dir (default: $SCALERL_SPOOL_DIR or .scalerl/spool)"
+    )
+    rep.add_argument("url", nargs="?", default=None, help="database URL (default: $SCALERL_DB_URL)")
+    rep.set_defaults(func=_replay)
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from db import schema
+    from db.engine import make_engine, redact, resolve_url
+    from db.errors import translate
+
+    bundle = make_engine(resolve_url(args.url))
+    where = redact(bundle.url)
+    try:
+        before, after = schema.upgrade(bundle)
+    except SQLAlchemyError as err:
+        raise translate(err, url=where, doing="upgrading the schema") from None
+    finally:
+        bundle.engine.dispose()
+    if before == after:
+        print(f"store {where}: already at revision {after} (head)")
+    else:
+        print(f"store {where}: upgraded {before or '(empty)'} -> {after}")
+    return 0
+
+
+def _current(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from db import schema
+    from db.engine import make_engine, redact, resolve_url
+    from db.errors import translate
+
+    bundle = make_engine(resolve_url(args.url))
+    where = redact(bundle.url)
+    try:
+        with bundle.engine.connect() as conn:
+            current = schema.current_revision(conn)
+    except SQLAlchemyError as err:
+        raise translate(err, url=where, doing="reading the schema revision") from None
+    finally:
+        bundle.engine.dispose()
+    head = schema.head_revision()
+    state = "up to date" if current == head else f"out of date: run `{schema.upgrade_command(bundle)}`"
+    print(f"store {where}: revision {current or '(none)'}, code head {head} ({state})")
+    return 0 if current == head else 1
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from db import open_store, replay
+    from db.spool import spool_dir
+
+    store = open_store(args.url)
+    try:
+        report = replay(store, args.spool)
+    finally:
+        store.close()
+    print(
+        f"store {store.url}: replayed {report.files} spool file(s) from {spool_dir(args.spool)}: "
+        f"{report.points} points written, {report.fenced_points} dropped as fenced"
+    )
+    for path in report.skipped_in_use:
+        print(f"  skipped {path}: locked by a live writer (it replays its own spool)")
+    for path in report.kept_unknown_run:
+        print(f"  kept {path}: its run is not registered in this store (wrong URL?)")
+    return 1 if report.kept_unknown_run else 0

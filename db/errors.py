@@ -1,0 +1,79 @@
+"""Store-specific errors and the one place driver errors are translated.
+
+Every SQLAlchemy / DBAPI error that leaves :mod:`db` has been turned into a
+:class:`harness.errors.StoreError` subclass by :func:`translate`. Messages name the store by its
+redacted URL (never the password), what was being done, and what to do about it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import exc as sa_exc
+
+from harness.errors import FencedWriteError, SchemaOutOfDateError, StoreError
+
+__all__ = [
+    "FencedWriteError",
+    "SchemaOutOfDateError",
+    "StoreError",
+    "StoreIntegrityError",
+    "StoreUnavailableError",
+    "scrub",
+    "translate",
+]
+
+
+class StoreUnavailableError(StoreError):
+    """The database could not be reached (or stayed locked past every retry)."""
+
+
+class StoreIntegrityError(StoreError):
+    """A write broke a constraint (unknown run, duplicate key where none is allowed...)."""
+
+
+# ``scheme://user:password@host`` -> ``scheme://user:***@host``. Applied to every free text that
+# can reach a message, a log line or a row, because driver messages sometimes echo the DSN.
+_PASSWORD_IN_URL = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<pw>[^@\s]+)@")
+_PASSWORD_KV = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'[^']*'|\S+)", re.IGNORECASE)
+
+
+def scrub(text: str) -> str:
+    """Remove anything that looks like a password from free text (URLs and ``password=...``)."""
+    text = _PASSWORD_IN_URL.sub(lambda m: m.group("head") + "***@", text)
+    return _PASSWORD_KV.sub(lambda m: m.group("head") + "***", text)
+
+
+def is_locked(err: BaseException) -> bool:
+    """True for SQLite's transient lock errors, which are worth retrying with backoff."""
+    text = str(getattr(err, "orig", err)).lower()
+    return "database is locked" in text or "database table is locked" in text or "busy" in text
+
+
+def translate(err: BaseException, *, url: str, doing: str) -> StoreError:
+    """Turn a driver error into a StoreError subclass whose message stands on its own.
+
+    ``url`` must already be redacted; the driver's own text is scrubbed as well.
+    """
+    if isinstance(err, StoreError):
+        return err
+    orig = getattr(err, "orig", None) or err
+    detail = scrub(" ".join(str(orig).split()))[:500]
+    if isinstance(err, sa_exc.IntegrityError):
+        return StoreIntegrityError(
+            f"store {url}: {doing} broke a constraint: {detail} "
+            "(fix: register the sweep/run first, or check for a duplicate key)"
+        )
+    if isinstance(err, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.DisconnectionError):
+        if is_locked(err):
+            return StoreUnavailableError(
+                f"store {url}: {doing}: the SQLite database stayed locked past every retry: {detail} "
+                "(fix: fewer concurrent writers on one SQLite file, or use PostgreSQL via SCALERL_DB_URL)"
+            )
+        return StoreUnavailableError(
+            f"store {url}: {doing}: the database is unreachable: {detail} "
+            "(fix: check that the server is up and the URL in SCALERL_DB_URL is right)"
+        )
+    if isinstance(err, sa_exc.SQLAlchemyError):
+        return StoreError(f"store {url}: {doing} failed: {detail}")
+    return StoreError(f"store {url}: {doing} failed: {type(err).__name__}: {detail}")

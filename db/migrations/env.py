@@ -1,0 +1,25 @@
+"""Alembic environment for the results store.
+
+Run programmatically by :mod:`db.schema` (never through an ``alembic.ini``): the caller passes an
+open connection in ``config.attributes["connection"]``, so the URL (and its password) never goes
+through Alembic's config parser or its logging.
+"""
+
+from __future__ import annotations
+
+from alembic import context
+
+from db.models import Base
+
+connection = context.config.attributes.get("connection")
+if connection is None:  # pragma: no cover - only reachable through a hand-written alembic.ini
+    raise RuntimeError("db/migrations is run through db.schema.upgrade(), which passes a connection")
+
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    render_as_batch=connection.dialect.name == "sqlite",  # SQLite needs batch mode to ALTER
+    compare_type=True,
+)
+with context.begin_transaction():
+    context.run_migrations()

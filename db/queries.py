@@ -1,0 +1,314 @@
+"""Read API: pandas DataFrames with the columns in ``docs/architecture.md``.
+
+Loading strategy, per query:
+
+- ``curves``: the hot one (a sweep can hold millions of points). Runs' metadata is read once
+  (a small Core select); points are read without a join, as columns, and the per-run columns
+  (variant, knob, alternative, seed) are attached by indexing arrays with the run codes. On a
+  SQLite file the points come through ADBC's SQLite driver straight into Arrow columns (no Python
+  object per value); on PostgreSQL through ``COPY ... TO STDOUT`` (CSV) parsed by pandas' C
+  reader; elsewhere (in-memory SQLite, ADBC missing) through one Core select whose rows are
+  transposed into column arrays. ``_POINT_READERS`` is the registry.
+- ``sweeps``, ``runs``, ``fits``, ``verdicts``, ``events``: one Core select each (``runs`` adds
+  one GROUP BY for point counts); small tables, built from rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import Connection, Select, func, select
+
+from db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, Verdict
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from db.store import Store
+
+log = logging.getLogger(__name__)
+
+CURVE_COLUMNS: tuple[str, ...] = (
+    "run_id", "variant", "knob", "alternative", "seed", "step", "metric", "value", "gpu_hours",
+    "flops", "tokens", "samples", "wall_s",
+)  # fmt: skip
+COMPUTE = ("gpu_hours", "flops", "tokens", "samples", "wall_s")
+_POINT_COLUMNS = ("run_id", "step", "metric", "value", "nonfinite", "gpu_hours", "flops", "tokens",
+                  "samples", "wall_s")  # fmt: skip
+RUN_COLUMNS: tuple[str, ...] = (
+    "run_id", "sweep", "variant", "knob", "alternative", "seed", "config_hash", "status", "attempts",
+    "executor", "job_id", "host", "created_at", "started_at", "ended_at", "error", "n_points", "last_step",
+)  # fmt: skip
+
+
+def _read(store: Store, fn: Any, doing: str) -> Any:
+    return store.transaction(fn, doing=doing, write=False)
+
+
+def sweeps(store: Store) -> pd.DataFrame:
+    """Columns: name, spec (dict), created_at, n_runs. One select with a count subquery."""
+    import pandas as pd
+
+    n_runs = select(func.count()).where(Run.sweep == Sweep.name).scalar_subquery()
+    stmt = select(Sweep.name, Sweep.spec, Sweep.created_at, n_runs.label("n_runs")).order_by(Sweep.name)
+    rows = _read(store, lambda c: c.execute(stmt).all(), "listing sweeps")
+    return pd.DataFrame([tuple(r) for r in rows], columns=["name", "spec", "created_at", "n_runs"])
+
+
+def runs(store: Store, sweep: str) -> pd.DataFrame:
+    """Columns: RUN_COLUMNS. Runs select + one grouped count of points per run."""
+    import pandas as pd
+
+    def fn(conn: Connection) -> pd.DataFrame:
+        cols = [getattr(Run, c) for c in RUN_COLUMNS[:-2]]
+        rows = conn.execute(select(*cols).where(Run.sweep == sweep).order_by(Run.variant, Run.seed)).all()
+        counts = conn.execute(
+            select(Point.run_id, func.count(), func.max(Point.step))
+            .where(Point.run_id.in_(select(Run.run_id).where(Run.sweep == sweep)))
+            .group_by(Point.run_id)
+        ).all()
+        per_run = {r[0]: (int(r[1]), int(r[2])) for r in counts}
+        out = [(*r, *per_run.get(r[0], (0, None))) for r in rows]
+        return pd.DataFrame(out, columns=list(RUN_COLUMNS))
+
+    df: pd.DataFrame = _read(store, fn, f"listing the runs of sweep {sweep!r}")
+    return df
+
+
+def curves(
+    store: Store,
+    sweep: str,
+    metric: str | None = None,
+    *,
+    run_ids: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Every point of a sweep (optionally one metric / some runs), ordered by run, metric, step.
+
+    Columns: CURVE_COLUMNS. ``value`` is NaN/±inf where a non-finite value was written.
+    """
+    import pandas as pd
+
+    meta_rows = _read(
+        store,
+        lambda c: c.execute(
+            select(Run.run_id, Run.variant, Run.knob, Run.alternative, Run.seed)
+            .where(Run.sweep == sweep)
+            .order_by(Run.run_id)
+        ).all(),
+        f"reading the runs of sweep {sweep!r}",
+    )
+    if run_ids is not None:
+        wanted = set(run_ids)
+        meta_rows = [r for r in meta_rows if r[0] in wanted]
+    meta = pd.DataFrame(
+        [tuple(r) for r in meta_rows], columns=["run_id", "variant", "knob", "alternative", "seed"]
+    )
+    stmt = select(*[getattr(Point, c) for c in _POINT_COLUMNS]).where(
+        Point.run_id.in_(select(Run.run_id).where(Run.sweep == sweep))
+    )
+    if metric is not None:
+        stmt = stmt.where(Point.metric == metric)
+    if run_ids is not None:
+        stmt = stmt.where(Point.run_id.in_(list(run_ids)))
+    # No ORDER BY here: SQLite's readers add it (free: points are clustered by that key), while
+    # on PostgreSQL the sort costs more than the scan, so _assemble sorts the codes instead.
+    reader = _POINT_READERS[_reader_kind(store)]
+    columns = reader(store, stmt) if run_ids is None or run_ids else None
+    if columns is None:
+        columns = _read_points_core(store, stmt)
+    return _assemble(columns, meta)
+
+
+def _reader_kind(store: Store) -> str:
+    if store.dialect == "postgresql":
+        return "copy"
+    return "adbc" if store.fast_reader() is not None else "core"
+
+
+def _columns_from_arrow(table: Any) -> dict[str, Any]:
+    """Column arrays from an Arrow table without a Python object per value.
+
+    Strings are dictionary-encoded (codes + a small dictionary -> Categorical); the sparse
+    ``nonfinite`` flags become two boolean masks.
+    """
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: dict[str, Any] = {}
+    for name in ("run_id", "metric"):
+        enc = pc.dictionary_encode(table.column(name)).combine_chunks()
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        out[name] = pd.Categorical.from_codes(codes, categories=enc.dictionary.to_pylist())
+    # SQLite has no column types: an all-NULL column arrives typed by guess; cast it.
+    flags = table.column("nonfinite").cast(pa.string())
+    out["+inf"] = pc.fill_null(pc.equal(flags, "+inf"), False).to_numpy(zero_copy_only=False)
+    out["-inf"] = pc.fill_null(pc.equal(flags, "-inf"), False).to_numpy(zero_copy_only=False)
+    out["step"] = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
+    for name in ("value", *COMPUTE):
+        # NULL -> NaN.
+        out[name] = table.column(name).cast(pa.float64()).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _read_points_adbc(store: Store, stmt: Select[Any]) -> dict[str, Any] | None:
+    """SQLite file: ADBC in a helper process, Arrow columns back (see db.fastread)."""
+    from sqlalchemy.dialects import sqlite
+
+    reader, path = store.fast_reader(), store.sqlite_path
+    assert reader is not None and path is not None
+    stmt = stmt.order_by(Point.run_id, Point.metric, Point.step)
+    compiled = stmt.compile(dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True})
+    params = [compiled.params[name] for name in compiled.positiontup or []]
+    try:
+        table = reader.query(path, str(compiled), params)
+    except RuntimeError as err:  # the helper failed: the Core path still answers
+        log.warning("fast SQLite reader failed, using the Core path: %s", err)
+        return None
+    return _columns_from_arrow(table)
+
+
+def _read_points_copy(store: Store, stmt: Select[Any]) -> dict[str, Any] | None:
+    """PostgreSQL: ``COPY (query) TO STDOUT`` as CSV, parsed into Arrow by pyarrow's CSV reader.
+
+    COPY takes no bind parameters, so the query's parameters are bound client-side by psycopg
+    (``ClientCursor.mogrify``, its quoting), never by string formatting here.
+    """
+    import io
+
+    import psycopg
+    import pyarrow as pa
+    from pyarrow import csv
+
+    compiled = stmt.compile(dialect=store.engine.dialect, compile_kwargs={"render_postcompile": True})
+
+    def fn(conn: Connection) -> bytes:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        query = psycopg.ClientCursor(raw).mogrify(str(compiled), compiled.params)
+        buf = io.BytesIO()
+        with raw.cursor() as cur, cur.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)") as copy:
+            for chunk in copy:
+                buf.write(chunk)
+        return buf.getvalue()
+
+    data = _read(store, fn, "reading curves")
+    types = {name: pa.float64() for name in ("value", *COMPUTE)}
+    types |= {"run_id": pa.string(), "metric": pa.string(), "nonfinite": pa.string(), "step": pa.int64()}
+    table = csv.read_csv(
+        io.BytesIO(data),
+        read_options=csv.ReadOptions(column_names=list(_POINT_COLUMNS)),
+        convert_options=csv.ConvertOptions(
+            column_types=types, null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False
+        ),
+    )
+    return _columns_from_arrow(table)
+
+
+def _read_points_core(store: Store, stmt: Select[Any]) -> dict[str, Any]:
+    """Anywhere: one Core select, rows transposed into column arrays."""
+    import pandas as pd
+
+    ordered = stmt.order_by(Point.run_id, Point.metric, Point.step)
+    rows = _read(store, lambda c: c.execute(ordered).all(), "reading curves")
+    cols = list(zip(*rows, strict=True)) if rows else [() for _ in _POINT_COLUMNS]
+    by_name = dict(zip(_POINT_COLUMNS, cols, strict=True))
+    flags = np.array(by_name["nonfinite"], dtype=object)
+    out: dict[str, Any] = {
+        "run_id": pd.Categorical(np.array(by_name["run_id"], dtype=object)),
+        "metric": pd.Categorical(np.array(by_name["metric"], dtype=object)),
+        "+inf": flags == "+inf",
+        "-inf": flags == "-inf",
+        "step": np.array(by_name["step"], dtype=np.int64),
+    }
+    for name in ("value", *COMPUTE):
+        out[name] = np.array(by_name[name], dtype=float)  # None -> NaN
+    return out
+
+
+_POINT_READERS: dict[str, Callable[[Store, Select[Any]], dict[str, Any] | None]] = {
+    "adbc": _read_points_adbc,
+    "copy": _read_points_copy,
+    "core": _read_points_core,
+}
+
+
+def _sort_order(run: Any, metric: Any, step: Any) -> Any:
+    """None when rows are already ordered by (run, metric, step), else the permutation."""
+    if len(step) < 2:
+        return None
+    key = run.astype(np.int64) * (int(metric.max()) + 1) + metric
+    dk, ds = np.diff(key), np.diff(step)
+    if bool(np.all((dk > 0) | ((dk == 0) & (ds > 0)))):
+        return None
+    return np.lexsort((step, metric, run))
+
+
+def _assemble(cols: dict[str, Any], meta: pd.DataFrame) -> pd.DataFrame:
+    """The curves frame: per-run columns attached through integer codes, never per-row strings."""
+    import pandas as pd
+
+    value = cols["value"]
+    if cols["+inf"].any() or cols["-inf"].any():
+        value = value.copy()
+        value[cols["+inf"]] = np.inf
+        value[cols["-inf"]] = -np.inf
+    # Codes of each point's run in meta's order (meta is every run of the sweep).
+    run_ids = pd.Index(meta["run_id"])
+    lookup = run_ids.get_indexer(cols["run_id"].categories)
+    codes = lookup[cols["run_id"].codes] if len(lookup) else np.zeros(0, dtype=np.int64)
+    metric = cols["metric"]
+    metric = metric.reorder_categories(sorted(metric.categories))  # codes follow name order
+    step = cols["step"]
+    order = _sort_order(codes, np.asarray(metric.codes), step)
+    if order is not None:
+        codes, metric, step, value = codes[order], metric[order], step[order], value[order]
+    frame: dict[str, Any] = {"run_id": pd.Categorical.from_codes(codes, categories=run_ids)}
+    for name in ("variant", "knob", "alternative"):
+        per_run = pd.Categorical(meta[name])
+        frame[name] = pd.Categorical.from_codes(per_run.codes[codes], categories=per_run.categories)
+    frame["seed"] = meta["seed"].to_numpy(dtype=np.int64)[codes]
+    frame["step"] = step
+    frame["metric"] = metric
+    frame["value"] = value
+    for unit in COMPUTE:
+        frame[unit] = cols[unit] if order is None else cols[unit][order]
+    return pd.DataFrame(frame, columns=list(CURVE_COLUMNS))
+
+
+def fits(store: Store, sweep: str) -> pd.DataFrame:
+    """Columns: FIT_COLUMNS. One select, in insertion order."""
+    import pandas as pd
+
+    stmt = select(*[getattr(Fit, c) for c in FIT_COLUMNS]).where(Fit.sweep == sweep).order_by(Fit.id)
+    rows = _read(store, lambda c: c.execute(stmt).all(), f"reading the fits of sweep {sweep!r}")
+    return pd.DataFrame([tuple(r) for r in rows], columns=list(FIT_COLUMNS))
+
+
+def verdicts(store: Store, sweep: str) -> pd.DataFrame:
+    """Columns: VERDICT_COLUMNS. One select, in insertion order."""
+    import pandas as pd
+
+    stmt = select(*[getattr(Verdict, c) for c in VERDICT_COLUMNS]).where(Verdict.sweep == sweep)
+    rows = _read(
+        store, lambda c: c.execute(stmt.order_by(Verdict.id)).all(), f"reading verdicts of {sweep!r}"
+    )
+    return pd.DataFrame([tuple(r) for r in rows], columns=list(VERDICT_COLUMNS))
+
+
+def events(store: Store, sweep: str | None = None, *, run_id: str | None = None) -> pd.DataFrame:
+    """Columns: id, time, sweep, run_id, kind, detail (dict). One select, oldest first."""
+    import pandas as pd
+
+    stmt = select(Event.id, Event.time, Event.sweep, Event.run_id, Event.kind, Event.detail)
+    if sweep is not None:
+        stmt = stmt.where(Event.sweep == sweep)
+    if run_id is not None:
+        stmt = stmt.where(Event.run_id == run_id)
+    rows = _read(store, lambda c: c.execute(stmt.order_by(Event.id)).all(), "reading events")
+    out = [(*r[:5], r[5] if isinstance(r[5], dict) else json.loads(r[5])) for r in rows]
+    return pd.DataFrame(out, columns=["id", "time", "sweep", "run_id", "kind", "detail"])

@@ -1,0 +1,69 @@
+"""Frozen value objects the store hands out and takes in (never ORM rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+# Statuses a run may be in. ``running`` is set by start_attempt; the rest by the execution layer.
+RUN_STATUSES: frozenset[str] = frozenset(
+    {"pending", "submitted", "queued", "running", "requeued", "completed", "failed", "cancelled",
+     "timeout", "preempted", "unknown"}
+)  # fmt: skip
+# Event kinds the harness emits; log_event accepts any short identifier, these are the known ones.
+EVENT_KINDS: frozenset[str] = frozenset(
+    {"submitted", "started", "requeued", "failed", "fenced", "completed", "cancelled", "timeout",
+     "preempted", "status", "replayed", "spooled"}
+)  # fmt: skip
+
+WriteOutcome = Literal["ok", "fenced", "unknown_run"]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the planner knows about a run before it starts (input to ``Store.register_run``)."""
+
+    run_id: str
+    sweep: str
+    variant: str
+    seed: int
+    config: Mapping[str, Any]
+    config_hash: str
+    knob: str | None = None
+    alternative: str | None = None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run as stored (output of ``Store.get_run``); ``attempts`` is the current attempt number."""
+
+    run_id: str
+    sweep: str
+    variant: str
+    knob: str | None
+    alternative: str | None
+    seed: int
+    config: Mapping[str, Any]
+    config_hash: str
+    status: str
+    attempts: int
+    executor: str | None
+    job_id: str | None
+    host: str | None
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """What ``db.spool.replay`` did: files replayed and removed, points written or fenced."""
+
+    files: int = 0
+    points: int = 0
+    fenced_points: int = 0
+    skipped_in_use: tuple[str, ...] = field(default_factory=tuple)
+    kept_unknown_run: tuple[str, ...] = field(default_factory=tuple)

@@ -1,0 +1,127 @@
+"""Schema versions: Alembic run programmatically, and the start-up check.
+
+The migration scripts live inside the package (``db/migrations``), so this works from an
+installed wheel with no ``alembic.ini``. Policy on open (:func:`check_or_create`):
+
+- an empty database (no tables at all) is upgraded to head automatically (the demo just works);
+- a database at head opens;
+- anything else (older, newer, or tables without Alembic's version table) raises
+  :class:`SchemaOutOfDateError` naming the exact command to run, with the password redacted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, inspect, text
+
+from db.engine import EngineBundle, redact
+from db.errors import SchemaOutOfDateError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# Any constant: serialises concurrent first-time creation on one PostgreSQL database.
+_PG_SCHEMA_LOCK = 0x5CA1E_0001
+
+
+@contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Alembic logs its plugin set-up at INFO; keep that out of every ``open_store``."""
+    log = logging.getLogger(logger)
+    before = log.level
+    log.setLevel(max(before, logging.WARNING))
+    try:
+        yield
+    finally:
+        log.setLevel(before)
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    with _quiet("alembic"):  # importing alembic's autogenerate logs its plugins at INFO
+        from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    with _quiet("alembic"):
+        from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "db/migrations/versions has no revisions"
+    return head
+
+
+def current_revision(conn: Connection) -> str | None:
+    with _quiet("alembic"):
+        from alembic.runtime.migration import MigrationContext
+
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade_command(bundle: EngineBundle) -> str:
+    return f"scalerl db upgrade '{redact(bundle.url)}'"
+
+
+def _lock_schema(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_SCHEMA_LOCK})
+
+
+def upgrade(bundle: EngineBundle, revision: str = "head") -> tuple[str | None, str | None]:
+    """Upgrade to ``revision``; returns (before, after)."""
+    with _quiet("alembic"):  # importing alembic's autogenerate logs its plugins at INFO
+        from alembic import command
+
+    engine = bundle.engine.execution_options(scalerl_write=True)
+    with _quiet("alembic.runtime.plugins"), engine.begin() as conn:
+        _lock_schema(conn)
+        before = current_revision(conn)
+        command.upgrade(alembic_config(conn), revision)
+        after = current_revision(conn)
+    return before, after
+
+
+def check_or_create(bundle: EngineBundle) -> None:
+    """Apply the open policy from the module docstring (one write transaction, serialised)."""
+    with _quiet("alembic"):
+        from alembic import command
+        from alembic.script import ScriptDirectory
+
+    engine = bundle.engine.execution_options(scalerl_write=True)
+    with _quiet("alembic"), engine.begin() as conn:
+        _lock_schema(conn)
+        tables = set(inspect(conn).get_table_names())
+        if not tables:
+            command.upgrade(alembic_config(conn), "head")
+            return
+        current = current_revision(conn)
+    head = head_revision()
+    if current == head:
+        return
+    where = redact(bundle.url)
+    if current is None:
+        raise SchemaOutOfDateError(
+            f"store {where} has tables ({', '.join(sorted(tables)[:5])}...) but no schema version: "
+            "it is not a scalerl store (fix: point SCALERL_DB_URL at an empty or a scalerl database)"
+        )
+    known = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    if current not in known:
+        raise SchemaOutOfDateError(
+            f"store {where} is at schema revision {current}, newer than this scalerl-harness "
+            f"(head {head}) (fix: upgrade scalerl-harness, e.g. pip install -U scalerl-harness)"
+        )
+    raise SchemaOutOfDateError(
+        f"store {where} is at schema revision {current}, this code needs {head} "
+        f"(fix: run `{upgrade_command(bundle)}`)"
+    )

@@ -1,0 +1,397 @@
+"""The results store: one session scope, run bookkeeping, fenced point writes.
+
+Open it with :func:`open_store`. Thread safety: a :class:`Store` may be shared by threads (each
+transaction takes its own pooled connection; in-memory SQLite serialises on a lock). Processes
+each open their own.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from db import fastread, schema
+from db.bulk import UPSERTS
+from db.engine import EngineBundle, make_engine, redact, resolve_url
+from db.errors import StoreError, StoreUnavailableError, is_locked, scrub, translate
+from db.fastread import FastReader
+from db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, Verdict
+from db.records import RUN_STATUSES, RunInfo, RunRecord, WriteOutcome
+
+if TYPE_CHECKING:
+    from db.writer import PointWriter
+
+T = TypeVar("T")
+LOCK_RETRIES = 8
+# One point row as the writer and the spool carry it:
+# (step, metric, value, nonfinite, gpu_hours, flops, tokens, samples, wall_s)
+PointRow = tuple[int, str, float | None, str | None, float | None, float | None, float | None,
+                 float | None, float | None]  # fmt: skip
+
+
+def open_store(url: str | None = None, *, spool_dir: str | Path | None = None) -> Store:
+    """Open (and, if the database is empty, create) the store at ``url``.
+
+    ``url``: argument, else ``$SCALERL_DB_URL``, else ``sqlite:///./scalerl.db``. Raises
+    :class:`SchemaOutOfDateError` for an existing store at another schema revision and
+    :class:`StoreUnavailableError` when the database cannot be reached.
+    """
+    bundle = make_engine(resolve_url(url))
+    try:
+        schema.check_or_create(bundle)
+    except SQLAlchemyError as err:
+        bundle.engine.dispose()
+        raise translate(err, url=redact(bundle.url), doing="opening the store") from None
+    except BaseException:
+        bundle.engine.dispose()
+        raise
+    return Store(bundle, spool_dir=spool_dir)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _scrub_detail(value: Any) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        return {str(k): _scrub_detail(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub_detail(v) for v in value]
+    return value
+
+
+class Store:
+    """The results store (see ``docs/architecture.md``, "Store API").
+
+    Methods (each one transaction, retried on SQLite lock errors, driver errors translated):
+
+    - ``session()``: the one ORM session scope (commit on success, rollback + StoreError on failure).
+    - ``transaction(fn, doing=..., write=True)``: run ``fn(conn)`` in one Core transaction, retried
+      whole on SQLite lock errors; ``doing`` names the operation in error messages.
+    - ``ensure_sweep(name, spec)``: create the sweep if missing (spec is kept from the first call).
+    - ``register_run(RunRecord) -> bool``: idempotent on run_id; False if it already existed.
+    - ``get_run(run_id) -> RunInfo | None``.
+    - ``set_job(run_id, executor, job_id)``: record where a run was submitted (not fenced).
+    - ``set_status(run_id, status, error=None)``: scheduler-side status sync (not fenced).
+    - ``start_attempt(run_id, *, executor, job_id, host, resume_step=None) -> int``: atomically
+      bumps the attempt counter (which fences every older writer), sets status ``running`` and
+      logs ``started``. ``resume_step=N`` deletes the run's points with step > N in the same
+      transaction (the new attempt re-writes them from its checkpoint); ``resume_step=-1``
+      deletes all of them (a fresh start); ``None`` keeps everything (rewrites overwrite).
+    - ``finish_run(run_id, attempt, status, error=None) -> bool``: fenced like points; a
+      superseded attempt gets False and a ``fenced`` event, nothing changes.
+    - ``log_event(run_id | None, kind, detail, *, sweep=None)``.
+    - ``writer(run_id, attempt) -> PointWriter``: background batched writer with spool.
+    - ``write_points(run_id, attempt, rows) -> "ok" | "fenced" | "unknown_run"``: the fenced,
+      idempotent bulk upsert the writer and the spool replay use.
+    - ``replace_fits(sweep, rows)``, ``replace_verdicts(sweep, rows)``: replace a sweep's rows.
+
+    Point rewrites: the upsert on (run_id, metric, step) overwrites (last write wins). Because
+    every write is fenced on the run's current attempt, the last writer is always the current
+    attempt; a same-attempt rewrite (a spool replay) carries the same values.
+    """
+
+    def __init__(self, bundle: EngineBundle, *, spool_dir: str | Path | None = None) -> None:
+        self._bundle = bundle
+        self._write_engine = bundle.engine.execution_options(scalerl_write=True)
+        self.url = redact(bundle.url)
+        self.dialect = bundle.dialect
+        self.spool_dir = Path(spool_dir) if spool_dir is not None else None
+        self._upsert = UPSERTS[self.dialect]()
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def engine(self) -> Any:
+        """The SQLAlchemy engine (for queries inside ``db``; not part of the public contract)."""
+        return self._bundle.engine
+
+    @property
+    def sqlite_path(self) -> str | None:
+        """The SQLite file path, or None (PostgreSQL or in-memory)."""
+        db = self._bundle.url.database
+        if self.dialect != "sqlite" or db in (None, "", ":memory:"):
+            return None
+        return str(Path(str(db)).expanduser())
+
+    def fast_reader(self) -> FastReader | None:
+        """The ADBC helper for bulk reads of a SQLite file (None elsewhere or if not installed)."""
+        if self.sqlite_path is None or not fastread.available():
+            return None
+        return fastread.shared()
+
+    def close(self) -> None:
+        """Dispose of the engine's connections; the store is unusable after."""
+        self._bundle.engine.dispose()
+
+    def _lock(self) -> AbstractContextManager[Any]:
+        return self._bundle.tx_lock if self._bundle.tx_lock is not None else nullcontext()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """The one session scope: commit on success, roll back and translate on failure."""
+        with self._lock():
+            sess = Session(self._write_engine, expire_on_commit=False)
+            try:
+                yield sess
+                sess.commit()
+            except SQLAlchemyError as err:
+                sess.rollback()
+                raise translate(err, url=self.url, doing="a store session") from None
+            except BaseException:
+                sess.rollback()
+                raise
+            finally:
+                sess.close()
+
+    def transaction(self, fn: Callable[[Connection], T], *, doing: str, write: bool = True) -> T:
+        """Run ``fn`` in one Core transaction; retry the whole of it on SQLite lock errors."""
+        engine = self._write_engine if write else self._bundle.engine
+        for attempt in range(LOCK_RETRIES + 1):
+            try:
+                with self._lock(), engine.begin() as conn:
+                    return fn(conn)
+            except SQLAlchemyError as err:
+                if attempt < LOCK_RETRIES and self.dialect == "sqlite" and is_locked(err):
+                    time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+                    continue
+                raise translate(err, url=self.url, doing=doing) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _event(
+        conn: Connection, kind: str, run_id: str | None, sweep: str | None, detail: Mapping[str, Any]
+    ) -> None:
+        conn.execute(
+            insert(Event).values(
+                time=_now(), kind=kind, run_id=run_id, sweep=sweep, detail=_scrub_detail(dict(detail))
+            )
+        )
+
+    @staticmethod
+    def _require_run(conn: Connection, run_id: str, *, for_update: bool = False) -> tuple[str, int]:
+        q = select(Run.sweep, Run.attempts).where(Run.run_id == run_id)
+        if for_update:
+            q = q.with_for_update()
+        row = conn.execute(q).first()
+        if row is None:
+            raise StoreError(f"run {run_id!r} is not registered (fix: register_run it before starting it)")
+        return str(row[0]), int(row[1])
+
+    # ------------------------------------------------------------------ sweeps and runs
+    def ensure_sweep(self, name: str, spec: Mapping[str, Any]) -> None:
+        def tx(conn: Connection) -> None:
+            if conn.execute(select(Sweep.name).where(Sweep.name == name)).first() is None:
+                conn.execute(insert(Sweep).values(name=name, spec=dict(spec), created_at=_now()))
+
+        self.transaction(tx, doing=f"creating sweep {name!r}")
+
+    def register_run(self, record: RunRecord) -> bool:
+        def tx(conn: Connection) -> bool:
+            if conn.execute(select(Run.run_id).where(Run.run_id == record.run_id)).first() is not None:
+                return False
+            if conn.execute(select(Sweep.name).where(Sweep.name == record.sweep)).first() is None:
+                conn.execute(insert(Sweep).values(name=record.sweep, spec={}, created_at=_now()))
+            conn.execute(
+                insert(Run).values(
+                    run_id=record.run_id, sweep=record.sweep, variant=record.variant, knob=record.knob,
+                    alternative=record.alternative, seed=record.seed, config=dict(record.config),
+                    config_hash=record.config_hash, status="pending", attempts=0, created_at=_now(),
+                )
+            )  # fmt: skip
+            return True
+
+        return self.transaction(tx, doing=f"registering run {record.run_id!r}")
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        def tx(conn: Connection) -> RunInfo | None:
+            row = conn.execute(select(Run.__table__).where(Run.run_id == run_id)).mappings().first()
+            if row is None:
+                return None
+            return RunInfo(**{k: _aware(row[k]) for k in RunInfo.__dataclass_fields__})
+
+        return self.transaction(tx, doing=f"reading run {run_id!r}", write=False)
+
+    def set_job(self, run_id: str, executor: str, job_id: str | None) -> None:
+        def tx(conn: Connection) -> None:
+            self._require_run(conn, run_id)
+            conn.execute(update(Run).where(Run.run_id == run_id).values(executor=executor, job_id=job_id))
+
+        self.transaction(tx, doing=f"recording the job of run {run_id!r}")
+
+    def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        _check_status(status)
+
+        def tx(conn: Connection) -> None:
+            self._require_run(conn, run_id)
+            values: dict[str, Any] = {"status": status, "error": scrub(error) if error else None}
+            conn.execute(update(Run).where(Run.run_id == run_id).values(**values))
+
+        self.transaction(tx, doing=f"setting the status of run {run_id!r}")
+
+    def start_attempt(
+        self,
+        run_id: str,
+        *,
+        executor: str | None = None,
+        job_id: str | None = None,
+        host: str | None = None,
+        resume_step: int | None = None,
+    ) -> int:
+        def tx(conn: Connection) -> int:
+            # The UPDATE takes the run row's write lock (PostgreSQL) / the database write lock
+            # (SQLite BEGIN IMMEDIATE), so it serialises against every fenced point write.
+            row = conn.execute(
+                update(Run)
+                .where(Run.run_id == run_id)
+                .values(
+                    attempts=Run.attempts + 1, status="running", started_at=_now(), ended_at=None,
+                    error=None, executor=func.coalesce(executor, Run.executor),
+                    job_id=func.coalesce(job_id, Run.job_id), host=func.coalesce(host, Run.host),
+                )
+                .returning(Run.attempts, Run.sweep)
+            ).first()  # fmt: skip
+            if row is None:
+                raise StoreError(
+                    f"run {run_id!r} is not registered (fix: register_run it before starting it)"
+                )
+            attempt, sweep = int(row[0]), str(row[1])
+            deleted = 0
+            if resume_step is not None:
+                res = conn.execute(delete(Point).where(Point.run_id == run_id, Point.step > resume_step))
+                deleted = int(res.rowcount or 0)
+            detail = {"attempt": attempt, "executor": executor, "job_id": job_id, "host": host,
+                      "resume_step": resume_step, "deleted_points": deleted}  # fmt: skip
+            self._event(conn, "started", run_id, sweep, detail)
+            return attempt
+
+        return self.transaction(tx, doing=f"starting an attempt of run {run_id!r}")
+
+    def finish_run(self, run_id: str, attempt: int, status: str, error: str | None = None) -> bool:
+        _check_status(status)
+
+        def tx(conn: Connection) -> bool:
+            sweep, current = self._require_run(conn, run_id, for_update=True)
+            if current != attempt:
+                detail = {"attempt": attempt, "current": current, "what": f"finish_run({status})"}
+                self._event(conn, "fenced", run_id, sweep, detail)
+                return False
+            conn.execute(
+                update(Run)
+                .where(Run.run_id == run_id)
+                .values(status=status, ended_at=_now(), error=scrub(error) if error else None)
+            )
+            detail = {"attempt": attempt} | ({"error": error} if error else {})
+            self._event(conn, status, run_id, sweep, detail)
+            return True
+
+        return self.transaction(tx, doing=f"finishing run {run_id!r}")
+
+    def log_event(
+        self, run_id: str | None, kind: str, detail: Mapping[str, Any], *, sweep: str | None = None
+    ) -> None:
+        if not kind or len(kind) > 32:
+            raise StoreError(f"event kind {kind!r} must be 1-32 characters (e.g. 'submitted', 'requeued')")
+
+        def tx(conn: Connection) -> None:
+            nonlocal sweep
+            if sweep is None and run_id is not None:
+                sweep = conn.execute(select(Run.sweep).where(Run.run_id == run_id)).scalar_one_or_none()
+            self._event(conn, kind, run_id, sweep, detail)
+
+        self.transaction(tx, doing=f"logging a {kind!r} event")
+
+    # ------------------------------------------------------------------ points
+    def writer(self, run_id: str, attempt: int, **options: Any) -> PointWriter:
+        """A background batched :class:`db.writer.PointWriter` for one attempt of one run."""
+        from db.writer import PointWriter
+
+        return PointWriter(self, run_id, attempt, **options)
+
+    def write_points(self, run_id: str, attempt: int, rows: Sequence[PointRow]) -> WriteOutcome:
+        """Upsert ``rows`` iff ``attempt`` is the run's current attempt, atomically.
+
+        The check and the insert are one transaction holding a lock that ``start_attempt``
+        needs: ``SELECT ... FOR SHARE`` on the run row (PostgreSQL), the database write lock
+        taken by ``BEGIN IMMEDIATE`` (SQLite). The upsert itself: :mod:`db.bulk`.
+        """
+
+        def tx(conn: Connection) -> WriteOutcome:
+            q = select(Run.attempts).where(Run.run_id == run_id)
+            if self.dialect == "postgresql":
+                q = q.with_for_update(read=True)
+            current = conn.execute(q).scalar_one_or_none()
+            if current is None:
+                return "unknown_run"
+            if current != attempt:
+                return "fenced"
+            if rows:
+                self._upsert.write(conn, run_id, attempt, rows)
+            return "ok"
+
+        return self.transaction(tx, doing=f"writing {len(rows)} points of run {run_id!r}")
+
+    # ------------------------------------------------------------------ analysis outputs
+    def replace_fits(self, sweep: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self._replace(Fit, FIT_COLUMNS, sweep, rows, "fits")
+
+    def replace_verdicts(self, sweep: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self._replace(Verdict, VERDICT_COLUMNS, sweep, rows, "verdicts")
+
+    def _replace(
+        self, model: Any, columns: tuple[str, ...], sweep: str, rows: Sequence[Mapping[str, Any]], what: str
+    ) -> None:
+        allowed = set(columns)
+        clean: list[dict[str, Any]] = []
+        for i, row in enumerate(rows):
+            unknown = sorted(set(row) - allowed)
+            if unknown:
+                raise StoreError(
+                    f"replace_{what}({sweep!r}): row {i} has unknown column(s) {unknown} "
+                    f"(fix: use only {', '.join(columns)})"
+                )
+            clean.append({c: _plain(row.get(c)) for c in columns} | {"sweep": sweep, "created_at": _now()})
+
+        def tx(conn: Connection) -> None:
+            if conn.execute(select(Sweep.name).where(Sweep.name == sweep)).first() is None:
+                raise StoreError(f"sweep {sweep!r} does not exist (fix: ensure_sweep it first)")
+            conn.execute(delete(model).where(model.sweep == sweep))
+            if clean:
+                conn.execute(insert(model), clean)
+
+        self.transaction(tx, doing=f"replacing the {what} of sweep {sweep!r}")
+
+
+def _aware(value: Any) -> Any:
+    """SQLite keeps no time zone; every time the store writes is UTC, so say so."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars -> Python; NaN -> NULL (a fit with no value has no number)."""
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def _check_status(status: str) -> None:
+    if status not in RUN_STATUSES:
+        raise StoreError(f"run status {status!r} is not one of {sorted(RUN_STATUSES)}")
+
+
+# Re-exported for callers that want to catch the "database down" case specifically.
+__all__ = ["PointRow", "Store", "StoreUnavailableError", "open_store"]

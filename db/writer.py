@@ -1,0 +1,281 @@
+"""PointWriter: the non-blocking, batched, fenced, spooling writer a training process uses.
+
+Contract (``harness.rl.PointSink``):
+
+- ``add(step, metrics, compute)`` validates and enqueues; it never waits for the database.
+- A background thread writes batches (every ``interval`` seconds, or ``batch_size`` rows, or on
+  ``flush``) through :meth:`Store.write_points`: one fenced transaction per batch, idempotent
+  on (run, metric, step).
+- ``flush()`` returns once every point added before it is *acknowledged*: committed to the
+  database or fsync'd to this writer's spool file. An acknowledged point is never lost.
+- Database unreachable (or any unexpected write error): batches go to the spool; the thread
+  retries the database with backoff (0.25 s doubling to 5 s), replays the spool in order, then
+  resumes direct writes. ``close()`` makes one last attempt; what is left stays in the spool for
+  ``scalerl db replay``.
+- Fenced (a newer attempt started): the rejected batch and everything after it are dropped, one
+  ``fenced`` event is logged, ``fenced`` becomes True. Nothing is raised to the caller.
+- Non-finite metric values are stored as NULL with ``nonfinite`` = 'nan' / '+inf' / '-inf'
+  (``db.queries.curves`` gives them back as NaN / ±inf). Compute must be finite: a non-finite
+  or unknown compute unit raises StoreError from ``add`` (that is a bug in the accounting).
+
+Thread safety: ``add``/``flush``/``close`` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+import threading
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from db.errors import StoreError, scrub
+from db.models import COMPUTE_UNITS
+from db.spool import SpoolFile, spool_dir
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from db.store import PointRow, Store
+
+log = logging.getLogger(__name__)
+_NONFINITE = {math.inf: "+inf", -math.inf: "-inf"}
+_UNIT_SLOT = {unit: i for i, unit in enumerate(COMPUTE_UNITS)}
+isfinite = math.isfinite
+
+
+class PointWriter:
+    """See the module docstring. Create through ``store.writer(run_id, attempt)``."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        attempt: int,
+        *,
+        batch_size: int = 20_000,
+        interval: float = 0.5,
+        spool: str | Path | None = None,
+    ) -> None:
+        self._store = store
+        self.run_id = run_id
+        self.attempt = attempt
+        self._batch_size = batch_size
+        self._interval = interval
+        self._spool = SpoolFile(spool_dir(spool if spool is not None else store.spool_dir), run_id, attempt)
+        self._cond = threading.Condition()
+        self._pending: list[PointRow] = []
+        self._added = 0  # rows accepted by add()
+        self._done = 0  # rows acknowledged (in the database, in the spool, or dropped as fenced)
+        self._flush_wanted = False
+        self._closing = False
+        self._closed = False
+        self._error: StoreError | None = None
+        self._fenced = False
+        self._retry_at = 0.0
+        self._backoff = 0.25
+        self.points_written = 0
+        self.points_spooled = 0
+        self.points_fenced = 0
+        self._thread = threading.Thread(target=self._loop, name=f"PointWriter[{run_id}]", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ caller side
+    @property
+    def fenced(self) -> bool:
+        """True once the store rejected this attempt's writes (a newer attempt exists)."""
+        return self._fenced
+
+    @property
+    def spool_path(self) -> Path | None:
+        """The spool file while it holds points not yet in the database."""
+        return self._spool.path if self._spool.active else None
+
+    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None:
+        rows = self._rows(step, metrics, compute)
+        with self._cond:
+            if self._closing:
+                raise StoreError(f"PointWriter for run {self.run_id!r} is closed (fix: add before close())")
+            if self._fenced:
+                return
+            self._pending.extend(rows)
+            self._added += len(rows)
+            if len(self._pending) >= self._batch_size:
+                self._cond.notify_all()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every point added so far is acknowledged (database or fsync'd spool)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            target = self._added
+            self._flush_wanted = True
+            self._cond.notify_all()
+            while self._done < target and self._error is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise StoreError(
+                        f"PointWriter for run {self.run_id!r}: flush timed out after {timeout} s"
+                    )
+                if not self._thread.is_alive():
+                    break
+                self._cond.wait(timeout=left if left is not None else 1.0)
+            if self._error is not None:
+                raise self._error
+            if self._done < target:
+                raise StoreError(f"PointWriter for run {self.run_id!r}: writer thread died; see the log")
+
+    def close(self) -> None:
+        """Flush, try the database one last time for spooled points, stop the thread."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+        self._closed = True
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> PointWriter:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _rows(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> list[PointRow]:
+        # Hot path (called once per training step): plain loops, no per-call dict building.
+        if type(step) is not int:  # numpy integers are fine; floats and bools are not
+            step = self._as_step(step)
+        if step < 0:
+            raise StoreError(f"run {self.run_id!r}: step={step!r} must be an int >= 0")
+        units: list[float | None] = [None] * len(COMPUTE_UNITS)
+        for unit, raw in compute.items():
+            slot = _UNIT_SLOT.get(unit)
+            if slot is None:
+                raise StoreError(
+                    f"run {self.run_id!r} step {step}: compute unit {unit!r} is unknown "
+                    f"(fix: use {', '.join(COMPUTE_UNITS)})"
+                )
+            val = float(raw)
+            if not isfinite(val):
+                raise StoreError(f"run {self.run_id!r} step {step}: compute {unit}={val} must be finite")
+            units[slot] = val
+        gpu_hours, flops, tokens, samples, wall_s = units
+        rows: list[PointRow] = []
+        for metric, raw in metrics.items():
+            value = float(raw)
+            if isfinite(value):
+                rows.append((step, metric, value, None, gpu_hours, flops, tokens, samples, wall_s))
+            else:
+                flag = _NONFINITE.get(value, "nan")
+                rows.append((step, metric, None, flag, gpu_hours, flops, tokens, samples, wall_s))
+        return rows
+
+    def _as_step(self, step: object) -> int:
+        if isinstance(step, bool):
+            raise StoreError(f"run {self.run_id!r}: step={step!r} must be an int >= 0")
+        try:
+            return operator.index(step)  # type: ignore[arg-type]
+        except TypeError:
+            raise StoreError(f"run {self.run_id!r}: step={step!r} must be an int >= 0") from None
+
+    # ------------------------------------------------------------------ background thread
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if not (self._flush_wanted or self._closing or len(self._pending) >= self._batch_size):
+                    self._cond.wait(timeout=self._interval)
+                batch = self._pending[: self._batch_size]
+                del self._pending[: self._batch_size]
+                if not self._pending:
+                    self._flush_wanted = False
+                closing = self._closing and not self._pending
+            try:
+                if batch:
+                    self._handle(batch)
+                elif self._spool.active and time.monotonic() >= self._retry_at:
+                    self._reconnect()
+            except StoreError as err:  # only the spool itself failing lands here
+                log.error("%s", err)
+                with self._cond:
+                    self._error = err
+            with self._cond:
+                self._done += len(batch)
+                self._cond.notify_all()
+            if closing:
+                self._finish()
+                return
+
+    def _handle(self, batch: list[PointRow]) -> None:
+        if self._fenced:
+            self.points_fenced += len(batch)
+            return
+        if self._spool.active:
+            if time.monotonic() >= self._retry_at:
+                self._reconnect()
+            if self._spool.active:
+                self._spool.append(batch)
+                self.points_spooled += len(batch)
+                return
+        try:
+            outcome = self._store.write_points(self.run_id, self.attempt, batch)
+        except Exception as err:  # unreachable, locked past retries, or a bug: keep the points
+            log.warning("run %s: database write failed, spooling to %s: %s", self.run_id,
+                        self._spool.path, scrub(str(err)))  # fmt: skip
+            self._spool.append(batch)
+            self.points_spooled += len(batch)
+            self._retry_at = time.monotonic() + self._backoff
+            return
+        if outcome == "ok":
+            self.points_written += len(batch)
+        else:
+            self._on_fenced(outcome, len(batch))
+
+    def _reconnect(self) -> None:
+        """Replay the spool into the database, in order; on failure back off."""
+        try:
+            for rows in self._spool.batches():
+                outcome = self._store.write_points(self.run_id, self.attempt, rows)
+                if outcome != "ok":
+                    self._on_fenced(outcome, len(rows))
+                    break
+                self.points_written += len(rows)
+        except Exception as err:
+            self._backoff = min(5.0, self._backoff * 2)
+            self._retry_at = time.monotonic() + self._backoff
+            log.debug("run %s: database still unreachable: %s", self.run_id, scrub(str(err)))
+            return
+        log.info("run %s: database reachable again, replayed spool %s", self.run_id, self._spool.path)
+        self._spool.discard()
+        self._backoff = 0.25
+
+    def _on_fenced(self, outcome: str, n: int) -> None:
+        self.points_fenced += n
+        if self._fenced:
+            return
+        self._fenced = True
+        why = "a newer attempt started" if outcome == "fenced" else "the run is not registered"
+        log.warning(
+            "run %s attempt %d: writes rejected (%s); this writer stops", self.run_id, self.attempt, why
+        )
+        try:
+            self._store.log_event(self.run_id, "fenced", {"attempt": self.attempt, "reason": why})
+        except Exception as err:  # the event is informative; the fencing itself already held
+            log.warning("run %s: could not log the fenced event: %s", self.run_id, scrub(str(err)))
+
+    def _finish(self) -> None:
+        if self._spool.active and not self._fenced:
+            self._reconnect()
+        if self._spool.active:
+            log.warning(
+                "run %s: %d points left in spool %s (fix: `scalerl db replay --spool %s %s`)",
+                self.run_id, self._spool.points, self._spool.path, self._spool.directory, self._store.url,
+            )  # fmt: skip
+            self._spool.release()
+        elif self._fenced:
+            self._spool.discard()

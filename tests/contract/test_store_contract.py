@@ -1,0 +1,316 @@
+"""One contract for every store backend: SQLite in memory, a SQLite file, real PostgreSQL.
+
+Each test runs unchanged against the three (the ``store`` fixture is parametrised).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+import db
+from db.models import Sweep
+from db.spool import SpoolFile
+from tests.fixtures.postgres import PgServer
+
+SWEEP = "loo"
+
+
+@pytest.fixture(params=["sqlite-memory", "sqlite-file", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[db.Store]:
+    if request.param == "sqlite-memory":
+        url = "sqlite://"
+    elif request.param == "sqlite-file":
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+    st = db.open_store(url, spool_dir=tmp_path / "spool")
+    yield st
+    st.close()
+
+
+def _register(store: db.Store, run_id: str = "r1", variant: str = "baseline", seed: int = 0) -> None:
+    store.ensure_sweep(SWEEP, {"design": "loo"})
+    store.register_run(
+        db.RunRecord(run_id, SWEEP, variant, seed, {"lr": 1e-6}, "h" * 16, knob="loss", alternative="dapo")
+    )
+
+
+def _write(store: db.Store, run_id: str, attempt: int, steps: range, scale: float = 1.0) -> None:
+    with store.writer(run_id, attempt) as w:
+        for s in steps:
+            w.add(
+                s,
+                {"val/pass_rate": scale * s / 1000, "train/reward": scale * 0.5},
+                {
+                    "flops": s * 1e12,
+                    "gpu_hours": s / 10,
+                    "tokens": 100.0 * s,
+                    "samples": 8.0 * s,
+                    "wall_s": 0.25 * s,
+                },
+            )
+
+
+def test_register_run_is_idempotent_and_get_run_returns_frozen_info(store: db.Store) -> None:
+    store.ensure_sweep(SWEEP, {"design": "loo"})
+    store.ensure_sweep(SWEEP, {"design": "other"})  # spec kept from the first call
+    rec = db.RunRecord("r1", SWEEP, "loo-dapo", 3, {"lr": 1e-6, "k": [1, 2]}, "abc", "loss", "dapo")
+    assert store.register_run(rec) is True
+    assert store.register_run(rec) is False
+    info = store.get_run("r1")
+    assert info is not None
+    assert (info.variant, info.knob, info.alternative, info.seed) == ("loo-dapo", "loss", "dapo", 3)
+    assert info.config == {"lr": 1e-6, "k": [1, 2]}
+    assert (info.status, info.attempts, info.config_hash) == ("pending", 0, "abc")
+    assert info.created_at.utcoffset() == dt.timedelta(0)  # UTC-aware on every backend
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.status = "x"  # type: ignore[misc]
+    assert store.get_run("nope") is None
+    sw = db.sweeps(store)
+    assert list(sw["name"]) == [SWEEP]
+    assert sw["spec"][0] == {"design": "loo"}
+    assert int(sw["n_runs"][0]) == 1
+
+
+def test_start_attempt_bumps_the_counter_and_logs_started(store: db.Store) -> None:
+    _register(store)
+    store.set_job("r1", "slurm", "123_4")
+    assert store.start_attempt("r1", host="node1") == 1
+    assert store.start_attempt("r1", executor="slurm", job_id="124_4", host="node2") == 2
+    info = store.get_run("r1")
+    assert info is not None
+    assert (info.attempts, info.status, info.executor, info.job_id, info.host) == (
+        2,
+        "running",
+        "slurm",
+        "124_4",
+        "node2",
+    )
+    ev = db.events(store, SWEEP)
+    assert list(ev["kind"]) == ["started", "started"]
+    assert [d["attempt"] for d in ev["detail"]] == [1, 2]
+    with pytest.raises(db.StoreError, match="'ghost' is not registered"):
+        store.start_attempt("ghost")
+
+
+def test_points_round_trip_with_every_column(store: db.Store) -> None:
+    _register(store, "r1", "baseline", 0)
+    _register(store, "r2", "loo-dapo", 1)
+    _write(store, "r1", store.start_attempt("r1"), range(0, 50))
+    _write(store, "r2", store.start_attempt("r2"), range(0, 20), scale=2.0)
+    df = db.curves(store, SWEEP)
+    assert list(df.columns) == [
+        "run_id",
+        "variant",
+        "knob",
+        "alternative",
+        "seed",
+        "step",
+        "metric",
+        "value",
+        "gpu_hours",
+        "flops",
+        "tokens",
+        "samples",
+        "wall_s",
+    ]
+    assert len(df) == 2 * 50 + 2 * 20
+    row = df[(df.run_id == "r2") & (df.metric == "val/pass_rate") & (df.step == 7)].iloc[0]
+    assert row.value == pytest.approx(2.0 * 7 / 1000, rel=0, abs=0)
+    assert (row.variant, row.knob, row.alternative, row.seed) == ("loo-dapo", "loss", "dapo", 1)
+    assert (row.flops, row.gpu_hours, row.tokens, row.samples, row.wall_s) == (7e12, 0.7, 700.0, 56.0, 1.75)
+    one = db.curves(store, SWEEP, "train/reward")
+    assert set(one.metric) == {"train/reward"} and len(one) == 70
+    assert list(one[one.run_id == "r1"].step) == list(range(50))  # ordered by run, metric, step
+    assert len(db.curves(store, SWEEP, run_ids=["r1"])) == 100
+    runs = db.runs(store, SWEEP).set_index("run_id")
+    assert (runs.loc["r1", "n_points"], runs.loc["r1", "last_step"]) == (100, 49)
+    assert runs.loc["r2", "attempts"] == 1
+
+
+def test_rewrites_are_idempotent_and_the_last_write_wins(store: db.Store) -> None:
+    _register(store)
+    a = store.start_attempt("r1")
+    _write(store, "r1", a, range(10))
+    _write(store, "r1", a, range(10))  # a replay of the same points: no duplicates
+    _write(store, "r1", a, range(5), scale=3.0)  # same key, same attempt, new value: overwrites
+    df = db.curves(store, SWEEP, "val/pass_rate").set_index("step")
+    assert len(df) == 10
+    assert df.loc[4, "value"] == pytest.approx(3 * 4 / 1000)
+    assert df.loc[6, "value"] == pytest.approx(6 / 1000)
+
+
+def test_a_superseded_attempt_is_fenced_and_its_late_points_dropped(store: db.Store) -> None:
+    _register(store)
+    a1 = store.start_attempt("r1")
+    _write(store, "r1", a1, range(0, 30))
+    a2 = store.start_attempt("r1", resume_step=19)  # the new attempt resumes from step 19
+    assert a2 == a1 + 1
+    assert set(db.curves(store, SWEEP).step) == set(range(20))  # steps > 19 deleted
+    late = store.writer("r1", a1)
+    late.add(25, {"val/pass_rate": 0.99}, {"flops": 1.0})
+    late.add(26, {"val/pass_rate": 0.99}, {"flops": 1.0})
+    late.flush()  # no exception reaches the caller
+    assert late.fenced is True
+    late.add(27, {"val/pass_rate": 0.99}, {})  # silently dropped
+    late.close()
+    _write(store, "r1", a2, range(20, 30), scale=2.0)
+    df = db.curves(store, SWEEP, "val/pass_rate").set_index("step")
+    assert df.loc[25, "value"] == pytest.approx(2 * 25 / 1000)
+    assert len(df) == 30
+    assert store.finish_run("r1", a1, "completed") is False
+    assert store.finish_run("r1", a2, "completed") is True
+    info = store.get_run("r1")
+    assert info is not None and info.status == "completed" and info.ended_at is not None
+    kinds = list(db.events(store, SWEEP)["kind"])
+    assert kinds == ["started", "started", "fenced", "fenced", "completed"]
+    with store.engine.connect() as conn:
+        by_attempt = dict(conn.execute(text("SELECT attempt, COUNT(*) FROM point GROUP BY attempt")).all())
+    assert by_attempt == {1: 40, 2: 20}
+
+
+def test_non_finite_values_round_trip_and_bad_compute_is_rejected(store: db.Store) -> None:
+    _register(store)
+    w = store.writer("r1", store.start_attempt("r1"))
+    w.add(0, {"a": math.nan, "b": math.inf, "c": -math.inf, "d": 0.25}, {"flops": 1.0})
+    with pytest.raises(db.StoreError, match="compute flops=nan must be finite"):
+        w.add(1, {"a": 1.0}, {"flops": math.nan})
+    with pytest.raises(db.StoreError, match="compute unit 'gpu' is unknown"):
+        w.add(1, {"a": 1.0}, {"gpu": 1.0})
+    with pytest.raises(db.StoreError, match="step=-1"):
+        w.add(-1, {"a": 1.0}, {})
+    with pytest.raises(db.StoreError, match=r"step=1\.5 must be an int"):
+        w.add(1.5, {"a": 1.0}, {})  # type: ignore[arg-type]
+    w.add(np.int64(1), {"d": 0.5}, {"flops": 2.0})  # type: ignore[arg-type]  # numpy ints are steps
+    w.close()
+    df = db.curves(store, SWEEP).set_index("metric")
+    assert df.loc[["a"], "value"].isna().all()
+    assert df.loc["b", "value"] == math.inf and df.loc["c", "value"] == -math.inf
+    assert list(df[df.index == "d"]["value"]) == [0.25, 0.5]
+    with store.engine.connect() as conn:
+        flags = dict(conn.execute(text("SELECT metric, nonfinite FROM point")).all())
+    assert flags == {"a": "nan", "b": "+inf", "c": "-inf", "d": None}
+    assert len(df) == 5
+
+
+def test_fits_and_verdicts_are_replaced_per_sweep(store: db.Store) -> None:
+    _register(store)
+    fit = {
+        "run_id": None,
+        "variant": "baseline",
+        "metric": "val/pass_rate",
+        "axis": "flops",
+        "window_start": 0.1,
+        "r0": 0.1,
+        "a": 0.61,
+        "a_lo": 0.6,
+        "a_hi": 0.62,
+        "b": 1.5,
+        "c_mid": 3e15,
+        "rmse": 0.004,
+        "n_points": 40,
+        "status": "ok",
+        "reason": None,
+        "method": "grid+lm",
+    }
+    store.replace_fits(SWEEP, [fit, fit | {"variant": "loo-dapo", "a": 0.55}])
+    store.replace_fits(SWEEP, [fit | {"a": 0.63}])
+    fits = db.fits(store, SWEEP)
+    assert list(fits.columns)[:5] == ["run_id", "variant", "metric", "axis", "window_start"]
+    assert len(fits) == 1 and fits["a"][0] == 0.63 and int(fits["n_points"][0]) == 40
+    assert fits["b_lo"].isna().all()
+    verdict = {
+        "knob": "loss",
+        "variant": "loo-dapo",
+        "alternative": "dapo",
+        "metric": "val/pass_rate",
+        "axis": "flops",
+        "verdict": "asymptote-mover",
+        "a_base": 0.61,
+        "a_variant": 0.55,
+        "d_a": -0.06,
+        "d_a_lo": -0.08,
+        "d_a_hi": -0.04,
+        "margin": 0.02,
+        "reason": "dA beyond margin",
+    }
+    store.replace_verdicts(SWEEP, [verdict])
+    v = db.verdicts(store, SWEEP)
+    assert len(v) == 1 and v["verdict"][0] == "asymptote-mover" and v["d_a"][0] == -0.06
+    with pytest.raises(db.StoreError, match=r"unknown column\(s\) \['ceiling'\]"):
+        store.replace_fits(SWEEP, [fit | {"ceiling": 1}])
+    with pytest.raises(db.StoreError, match="sweep 'nope' does not exist"):
+        store.replace_verdicts("nope", [verdict])
+
+
+def test_session_scope_rolls_back_and_translates_driver_errors(store: db.Store) -> None:
+    _register(store)
+    with pytest.raises(RuntimeError), store.session() as s:
+        s.add(Sweep(name="half-written", spec={}))
+        s.flush()
+        raise RuntimeError("boom")
+    assert list(db.sweeps(store)["name"]) == [SWEEP]
+    with pytest.raises(db.StoreIntegrityError, match="broke a constraint"), store.session() as s:
+        s.add(Sweep(name=SWEEP, spec={}))  # duplicate primary key
+    with store.session() as s:
+        assert s.get(Sweep, SWEEP) is not None
+
+
+def test_events_scrub_passwords_and_views_answer_sql(store: db.Store) -> None:
+    _register(store)
+    store.log_event(
+        "r1", "submitted", {"url": "postgresql://lab:hunter2@db:5432/x", "note": "password=hunter2"}
+    )
+    store.log_event(None, "requeued", {"n": 1}, sweep=SWEEP)
+    ev = db.events(store, SWEEP)
+    assert list(ev["kind"]) == ["submitted", "requeued"]
+    assert "hunter2" not in repr(list(ev["detail"]))
+    assert ev["detail"][0]["url"] == "postgresql://lab:***@db:5432/x"
+    _write(store, "r1", store.start_attempt("r1"), range(12))
+    with store.engine.connect() as conn:
+        n = conn.execute(text("SELECT COUNT(*) FROM v_curves WHERE sweep = :s"), {"s": SWEEP}).scalar_one()
+        latest = conn.execute(
+            text("SELECT metric, step, value FROM v_latest WHERE run_id = 'r1' ORDER BY metric")
+        ).all()
+    assert n == 24
+    assert [tuple(r) for r in latest] == [("train/reward", 11, 0.5), ("val/pass_rate", 11, 0.011)]
+
+
+def test_replay_writes_dead_writers_spools_and_drops_fenced_ones(store: db.Store, tmp_path: Path) -> None:
+    _register(store)
+    a1 = store.start_attempt("r1")
+    spool_dir = tmp_path / "dead"
+    old = SpoolFile(spool_dir, "r1", a1)
+    old.append(
+        [(0, "m", 0.5, None, 0.0, 1.0, None, None, None), (1, "m", 0.6, None, 0.1, 2.0, None, None, None)]
+    )
+    old.release()  # the writer "died": file kept, lock released
+    report = db.replay(store, spool_dir)
+    assert (report.files, report.points, report.fenced_points) == (1, 2, 0)
+    assert list(spool_dir.glob("*.jsonl")) == []
+    stale = SpoolFile(spool_dir, "r1", a1)
+    stale.append([(5, "m", 0.9, None, None, None, None, None, None)])
+    stale.release()
+    store.start_attempt("r1")
+    report = db.replay(store, spool_dir)
+    assert (report.files, report.points, report.fenced_points) == (1, 0, 1)
+    assert sorted(db.curves(store, SWEEP).step) == [0, 1]
+
+
+def test_pg_fixture_url_carries_a_password_the_store_never_shows(pg_server: PgServer) -> None:
+    """The redaction check needs a URL with a password; the managed server always has one."""
+    if pg_server.password is None:
+        pytest.skip("the external PostgreSQL URL has no password")
+    st = db.open_store(pg_server.url)
+    try:
+        assert pg_server.password not in st.url and ":***@" in st.url
+    finally:
+        st.close()

@@ -1,0 +1,89 @@
+"""Schema versions on real databases: old stores are refused with the exact command, upgraded
+by it with their data intact; empty ones are created; passwords never appear in messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+import db
+from db import schema
+from db.engine import make_engine, resolve_url
+from harness.cli import main as cli_main
+from tests.fixtures.postgres import PgServer
+
+
+@pytest.fixture(params=["sqlite-file", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite-file":
+        return f"sqlite:///{tmp_path / 'old.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+def test_an_old_store_is_refused_with_the_command_then_upgraded_with_its_data(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = make_engine(resolve_url(url))
+    assert schema.upgrade(bundle, "0001") == (None, "0001")
+    with bundle.engine.begin() as conn:  # a store written by the 0001 code
+        conn.execute(text("INSERT INTO sweep (name, spec, created_at) VALUES ('s', '{}', CURRENT_TIMESTAMP)"))
+        conn.execute(
+            text(
+                "INSERT INTO run (run_id, sweep, variant, seed, config, config_hash, status, attempts,"
+                " created_at) VALUES ('r', 's', 'baseline', 0, '{}', 'h', 'completed', 1, CURRENT_TIMESTAMP)"
+            )
+        )
+        conn.execute(
+            text("INSERT INTO point (run_id, step, metric, value, attempt) VALUES ('r', 3, 'm', 0.5, 1)")
+        )
+    bundle.engine.dispose()
+    with pytest.raises(db.SchemaOutOfDateError) as info:
+        db.open_store(url)
+    msg = str(info.value)
+    shown = resolve_url(url).render_as_string(hide_password=True)
+    assert f"is at schema revision 0001, this code needs {schema.head_revision()}" in msg
+    assert f"run `scalerl db upgrade '{shown}'`" in msg
+    password = resolve_url(url).password
+    assert password is None or str(password) not in msg
+    assert cli_main(["db", "current", url]) == 1
+    assert cli_main(["db", "upgrade", url]) == 0
+    assert f"upgraded 0001 -> {schema.head_revision()}" in capsys.readouterr().out
+    assert cli_main(["db", "current", url]) == 0
+    store = db.open_store(url)
+    curves = db.curves(store, "s")
+    assert (list(curves.step), list(curves.value), list(curves.variant)) == ([3], [0.5], ["baseline"])
+    store.close()
+
+
+def test_an_empty_database_is_created_and_a_foreign_one_refused(url: str) -> None:
+    store = db.open_store(url)  # empty: upgraded on open
+    with store.engine.connect() as conn:
+        assert schema.current_revision(conn) == schema.head_revision()
+        conn.execute(text("DROP TABLE alembic_version"))
+        conn.commit()
+    store.close()
+    with pytest.raises(db.SchemaOutOfDateError, match="no schema version: it is not a scalerl store"):
+        db.open_store(url)
+
+
+@pytest.mark.postgres
+def test_unreachable_server_error_names_the_url_without_its_password(pg_server: PgServer) -> None:
+    bad = resolve_url(pg_server.url).set(port=1, password="hunter2-secret")
+    with pytest.raises(db.StoreUnavailableError) as info:
+        db.open_store(bad.render_as_string(hide_password=False))
+    msg = str(info.value)
+    assert "hunter2-secret" not in msg
+    assert "postgresql+psycopg://postgres:***@127.0.0.1:1/postgres" in msg
+    assert "the database is unreachable" in msg and "(fix:" in msg
+
+
+def test_plain_postgresql_urls_use_psycopg3_and_bad_urls_are_explained() -> None:
+    assert resolve_url("postgresql://u:p@h/d").drivername == "postgresql+psycopg"
+    assert resolve_url("postgres://u:p@h/d").drivername == "postgresql+psycopg"
+    with pytest.raises(db.StoreError, match="backend 'mysql' is not supported"):
+        resolve_url("mysql://u:secret@h/d")
+    with pytest.raises(db.StoreError, match="is not a valid URL") as info:
+        resolve_url("::not a url::")
+    assert "secret" not in str(info.value)

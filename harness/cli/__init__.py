@@ -43,7 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # ``key=value`` overrides are positional, and argparse stops collecting a positional list at
+    # the first option, so ``scalerl train CONFIG --seed 1 lr=2e-3`` would leave ``lr=2e-3``
+    # unparsed. Collect such leftovers into the command's override list; anything else is still
+    # an error.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        target = next((n for n in ("overrides", "rest") if isinstance(getattr(args, n, None), list)), None)
+        stray = [tok for tok in extra if tok.startswith("-") or "=" not in tok]
+        if target is None or stray:
+            parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+        getattr(args, target).extend(extra)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -1,0 +1,298 @@
+"""The policy: a transformers causal LM plus the LM-head precision knob.
+
+Two sources:
+
+- ``model.path`` set: any local Hugging Face checkpoint (GPU runs), loaded in ``model.dtype``
+  with ``local_files_only`` (never a download).
+- ``model.path`` null: the tiny CPU policy, a small ``LlamaForCausalLM`` built from
+  ``model.tiny`` with the character tokenizer, warm-started by a short deterministic supervised
+  phase on the task's own traces, and cached on disk by the content hash of everything that
+  determines its weights (``$SCALERL_CACHE_DIR`` or ``~/.cache/scalerl/policies/``, written to a
+  temp dir and renamed, so concurrent runs never see half a cache entry).
+
+The tiny CPU policy runs its body in float32: bf16 autocast on CPU doubled the step time of a
+model this small (casts dominate), so only the head follows ``model.dtype``: the LM-head knob is
+still real on CPU, ``fp32`` computes the final projection and log-softmax in float32, and
+``model_dtype`` computes both in ``model.dtype`` (bfloat16 in the tiny preset). Checkpoints from
+``model.path`` are loaded in ``model.dtype``, body and all. Generator and trainer call the same
+:meth:`Policy.logprobs`, so the knob applies to both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from harness.errors import ConfigError
+from harness.recipe.schema import Recipe
+from harness.rl.tasks import THINK_END, Task, make_split, make_task
+from harness.rl.tokenizer import TOKENIZER_VERSION, CharTokenizer
+
+log = logging.getLogger(__name__)
+
+# Bump when the warm start or the tiny architecture changes: it is part of the cache key.
+POLICY_CODE_VERSION = "tiny-llama-v2"
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+
+class TokenizerLike(Protocol):
+    eos_id: int
+    pad_id: int
+    bos_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+class _HFTokenizer:
+    """Adapts a transformers tokenizer to :class:`TokenizerLike`."""
+
+    def __init__(self, tok: Any) -> None:
+        self._tok = tok
+        self.eos_id = int(tok.eos_token_id)
+        self.pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+        self.bos_id = int(tok.bos_token_id if tok.bos_token_id is not None else self.eos_id)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self._tok.decode(list(ids), skip_special_tokens=False))
+
+
+@dataclass
+class Policy:
+    """A causal LM, its tokenizer, and how its body and head compute."""
+
+    model: Any  # transformers.PreTrainedModel (untyped library)
+    tokenizer: TokenizerLike
+    body_dtype: torch.dtype
+    head_fp32: bool
+    autocast: bool  # True: fp32 master weights, body under autocast(body_dtype)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def body_context(self) -> contextlib.AbstractContextManager[Any]:
+        if self.autocast and self.body_dtype != torch.float32:
+            return torch.autocast(self.device.type, dtype=self.body_dtype)
+        return contextlib.nullcontext()
+
+    def hidden(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        position_ids: Tensor,
+        past_key_values: Any = None,
+        use_cache: bool = False,
+    ) -> tuple[Tensor, Any]:
+        """Last hidden states [B, T, D] of the body (no LM head) and the updated cache."""
+        with self.body_context():
+            out = self.model.base_model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                past_key_values=past_key_values,
+                use_cache=use_cache,
+            )
+        return out.last_hidden_state, out.past_key_values if use_cache else None
+
+    def logprobs(self, hidden: Tensor, temperature: float) -> Tensor:
+        """Log-probs [..., V] of the sampling distribution softmax(logits / temperature).
+
+        ``head_fp32``: projection and log-softmax in float32 (ScaleRL's FP32 logits);
+        otherwise both in the body dtype, and only the result is upcast for the loss.
+        """
+        head = self.model.get_output_embeddings()
+        dtype = torch.float32 if self.head_fp32 else self.body_dtype
+        with torch.autocast(self.device.type, enabled=False):
+            logits = torch.nn.functional.linear(
+                hidden.to(dtype), head.weight.to(dtype), None if head.bias is None else head.bias.to(dtype)
+            )
+            if temperature != 1.0:
+                logits = logits / temperature
+            return torch.log_softmax(logits, dim=-1).float()
+
+    def think_end_ids(self) -> list[int]:
+        return self.tokenizer.encode(THINK_END)
+
+
+def non_embedding_params(model: Any) -> int:
+    """N for the FLOP estimate: every parameter except token/position embeddings."""
+    emb = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
+    return sum(p.numel() for p in model.parameters() if id(p) not in emb)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SCALERL_CACHE_DIR")
+    return (Path(root) if root else Path.home() / ".cache" / "scalerl") / "policies"
+
+
+def build_policy(recipe: Recipe) -> Policy:
+    """The policy a recipe names, warm-started (and cached) when it is the tiny one."""
+    m = recipe.model
+    dtype = DTYPES[m.dtype]
+    head_fp32 = recipe.knobs.lm_head.choice == "fp32"
+    if m.path is not None:
+        return _load_hf(m.path, dtype, head_fp32)
+    model = _tiny_cached(recipe)
+    return Policy(
+        model=model, tokenizer=CharTokenizer(), body_dtype=dtype, head_fp32=head_fp32, autocast=False
+    )
+
+
+def _load_hf(path: str, dtype: torch.dtype, head_fp32: bool) -> Policy:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not Path(path).is_dir():
+        raise ConfigError(
+            "not a local checkpoint directory",
+            field="model.path",
+            value=path,
+            fix="point model.path at a downloaded Hugging Face checkpoint (nothing is fetched)",
+        )
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+    model = model.to(device)
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return Policy(
+        model=model, tokenizer=_HFTokenizer(tok), body_dtype=dtype, head_fp32=head_fp32, autocast=False
+    )
+
+
+def tiny_cache_key(recipe: Recipe) -> str:
+    """Content hash of everything that determines the warm-started weights."""
+    ident = {
+        "tiny": recipe.model.tiny.model_dump(mode="json"),
+        "dtype": recipe.model.dtype,
+        "task": recipe.task.model_dump(mode="json"),
+        "tokenizer": TOKENIZER_VERSION,
+        "code": POLICY_CODE_VERSION,
+        "max_len": _max_positions(recipe),
+    }
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _max_positions(recipe: Recipe) -> int:
+    # RoPE has no weights, so a generous floor keeps length tweaks from invalidating the cache.
+    return max(1024, 64 + recipe.scale.max_gen_len)
+
+
+def _tiny_model(recipe: Recipe, vocab_size: int) -> Any:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    t = recipe.model.tiny
+    if t.d_model % t.n_head:
+        raise ConfigError(
+            "d_model must be divisible by n_head",
+            field="model.tiny.d_model",
+            value=t.d_model,
+            fix=f"use a multiple of n_head={t.n_head}",
+        )
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=t.d_model,
+        intermediate_size=4 * t.d_model,
+        num_hidden_layers=t.n_layer,
+        num_attention_heads=t.n_head,
+        num_key_value_heads=t.n_head,
+        max_position_embeddings=_max_positions(recipe),
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    config._attn_implementation = "sdpa"
+    return LlamaForCausalLM(config)
+
+
+def _tiny_cached(recipe: Recipe) -> Any:
+    from transformers import LlamaForCausalLM
+
+    target = cache_dir() / tiny_cache_key(recipe)
+    if (target / "config.json").exists():
+        return LlamaForCausalLM.from_pretrained(target, local_files_only=True)
+    model = warm_start(recipe)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        model.save_pretrained(tmp)
+        os.replace(tmp, target)  # atomic; a concurrent writer of the same key wrote identical bytes
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / "config.json").exists():
+            raise
+    return model
+
+
+@contextlib.contextmanager
+def _torch_seed(seed: int) -> Iterator[None]:
+    """Seed torch for a deterministic phase, restoring the caller's RNG afterwards."""
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def warm_start(recipe: Recipe) -> Any:
+    """Build the tiny model and fit it briefly to the task's own (noisy) reference traces."""
+    t = recipe.model.tiny
+    tok = CharTokenizer()
+    task = make_task(recipe.task.name, recipe.task.params)
+    split = make_split(task, recipe.task.n_train, recipe.task.n_val, recipe.task.seed)
+    rng = random.Random(t.warmstart_seed)
+    with _torch_seed(t.warmstart_seed):
+        model = _tiny_model(recipe, tok.vocab_size)
+        policy = Policy(model, tok, DTYPES[recipe.model.dtype], head_fp32=True, autocast=False)
+        opt = torch.optim.AdamW(model.parameters(), lr=t.warmstart_lr, weight_decay=0.0)
+        for _ in range(t.warmstart_steps):
+            batch = [split.train[rng.randrange(len(split.train))] for _ in range(32)]
+            loss = _sft_loss(policy, task, batch, rng)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+    log.info("warm-started tiny policy (%d steps)", t.warmstart_steps)
+    return model
+
+
+def _sft_loss(policy: Policy, task: Task, batch: Sequence[Any], rng: random.Random) -> Tensor:
+    tok = policy.tokenizer
+    seqs, n_prompt = [], []
+    for p in batch:
+        prompt = [tok.bos_id, *tok.encode(p.prompt)]
+        seqs.append(prompt + tok.encode(task.trace(p, rng)) + [tok.eos_id])
+        n_prompt.append(len(prompt))
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), tok.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    target_mask = torch.zeros((len(seqs), width - 1), dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s)
+        mask[i, : len(s)] = 1
+        target_mask[i, n_prompt[i] - 1 : len(s) - 1] = True
+    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    hidden, _ = policy.hidden(ids, mask, pos)
+    logp = policy.logprobs(hidden[:, :-1], 1.0)
+    tok_logp = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return -(tok_logp * target_mask).sum() / target_mask.sum()

@@ -1,0 +1,94 @@
+"""The task interface and registry: procedurally generated prompts plus a verifier.
+
+A task turns a seed into problems (prompt text and reference answer), scores a completion
+(1.0 correct, 0.0 not), and writes reference traces ("thinking, then answer") for the short
+supervised warm start of the tiny policy. A lab adds its own task by subclassing :class:`Task`
+and calling :func:`register_task`; recipes select it by ``task.name`` and pass ``task.params``.
+
+Completions follow one convention: ``<thinking> </think> <answer>``; only the text after the last
+end-of-thinking marker is the answer, so a forced interruption phrase that ends in ``</think>``
+works unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from harness.errors import ConfigError
+
+THINK_END = "</think>"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One prompt with its reference answer; ``difficulty`` is task-defined (for reports)."""
+
+    prompt: str
+    answer: str
+    difficulty: int
+
+
+class Task(ABC):
+    """A verifiable reasoning task. Implementations are pure functions of their params and seed."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def problems(self, n: int, rng: random.Random) -> list[Problem]:
+        """``n`` problems drawn iid from the task's difficulty mix."""
+
+    @abstractmethod
+    def trace(self, problem: Problem, rng: random.Random) -> str:
+        """A reference completion (thinking, ``</think>``, answer) used for the warm start."""
+
+    def score(self, problem: Problem, completion: str) -> float:
+        """1.0 if the text after the last ``</think>`` equals the answer, else 0.0."""
+        if THINK_END not in completion:
+            return 0.0
+        answer = completion.rsplit(THINK_END, 1)[1].strip()
+        return 1.0 if answer == problem.answer else 0.0
+
+
+@dataclass(frozen=True)
+class Split:
+    """The train/validation split of a task, fixed by ``task.seed`` (not the run seed)."""
+
+    train: tuple[Problem, ...]
+    val: tuple[Problem, ...]
+
+
+TASKS: dict[str, type[Task]] = {}
+
+
+def register_task(cls: type[Task]) -> type[Task]:
+    """Class decorator: make ``cls`` selectable as ``task.name: <cls.name>``."""
+    TASKS[cls.name] = cls
+    return cls
+
+
+def make_task(name: str, params: Mapping[str, Any]) -> Task:
+    """Instantiate a registered task; unknown names and bad params raise :class:`ConfigError`."""
+    from harness.rl.tasks import arith  # noqa: F401  (registers the built-in tasks)
+
+    if name not in TASKS:
+        raise ConfigError("unknown task", field="task.name", value=name, fix=f"use one of {sorted(TASKS)}")
+    try:
+        return TASKS[name](**params)
+    except TypeError as err:
+        raise ConfigError(
+            f"bad parameters for task {name!r}: {err}",
+            field="task.params",
+            value=dict(params),
+            fix=f"see the parameters of {TASKS[name].__name__}",
+        ) from None
+
+
+def make_split(task: Task, n_train: int, n_val: int, seed: int) -> Split:
+    """Draw train and validation problems iid from the same mix; validation never trains."""
+    rng = random.Random(seed)
+    problems = task.problems(n_train + n_val, rng)
+    return Split(train=tuple(problems[:n_train]), val=tuple(problems[n_train:]))

@@ -1,9 +1,135 @@
-"""CLI commands: placeholder until its issue lands (registers nothing)."""
+"""``scalerl sweep`` / ``scalerl status`` / ``scalerl cancel``: launch and follow a sweep's jobs."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    return None
+    p = sub.add_parser(
+        "sweep",
+        help="submit a sweep's missing runs (local, slurm or debug executor)",
+        description="Plan SWEEP.yaml, record it in the store and submit only what is missing: completed "
+        "runs are skipped, failed ones retried up to max_retries, running ones left alone.",
+    )
+    p.add_argument("sweep_file", metavar="SWEEP.yaml")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the sweep / recipe")
+    p.add_argument("--executor", help="local | slurm | debug (default: the sweep's executor)")
+    p.add_argument("--profile", help="Slurm profile: slurm/profiles/NAME.yaml or a NAME under it")
+    p.add_argument("--wait", action="store_true", help="follow progress until every run finished")
+    p.add_argument("--db", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)")
+    p.add_argument("--state-dir", type=Path, help="run workdirs and job files (default ./.scalerl/SWEEP)")
+    p.add_argument("--max-parallel", type=int, help="local executor: runs at once (default cores/cpus)")
+    p.set_defaults(func=_sweep)
+
+    s = sub.add_parser("status", help="sync job states into the store and print the sweep's runs")
+    s.add_argument("sweep", metavar="SWEEP", help="sweep name (or its YAML file)")
+    s.add_argument("--db", help="store URL")
+    s.set_defaults(func=_status)
+
+    c = sub.add_parser("cancel", help="cancel a sweep's unfinished jobs (or one run's)")
+    c.add_argument("sweep", metavar="SWEEP", help="sweep name (or its YAML file)")
+    c.add_argument("--run", dest="run_id", metavar="RUN_ID", help="only this run")
+    c.add_argument("--db", help="store URL")
+    c.set_defaults(func=_cancel)
+
+
+def _sweep_name(arg: str) -> str:
+    if arg.endswith((".yaml", ".yml")) and Path(arg).is_file():
+        from harness.recipe import load_sweep
+
+        return str(load_sweep(arg).sweep)
+    return arg
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    import db
+    from harness.execution.progress import follow
+    from harness.execution.status import sync
+    from harness.execution.sweep import launch, prepare
+
+    prepared = prepare(
+        args.sweep_file,
+        list(args.overrides),
+        executor=args.executor,
+        profile=args.profile,
+        db_url=args.db,
+        state_dir=args.state_dir.resolve() if args.state_dir else None,
+        max_parallel=args.max_parallel,
+    )
+    store = db.open_store(args.db)
+    report = launch(store, prepared)
+    _print_report(report, len(prepared.specs), prepared.executor.ctx.state_dir)
+    if not args.wait:
+        return 0
+    name = prepared.sweep.sweep
+    snap = follow(store, name, metric=prepared.sweep.fit.metric, before_tick=lambda: sync(store, name))
+    return 1 if snap.failed else 0
+
+
+def _print_report(report: Any, planned: int, state_dir: Path) -> None:
+    submitted = report.count("submit", "retry")
+    print(
+        f"sweep {report.sweep}: {planned} runs planned; submitted {submitted} to {report.executor} "
+        f"({report.count('retry')} retries); skipped {report.count('skip-completed')} completed, "
+        f"{report.count('skip-running')} running; {report.count('exhausted')} failed with no retries left"
+    )
+    jobs = {h.run_id: h.job_id for h in report.handles}
+    for d in report.decisions:
+        job = f" job {jobs[d.spec.run_id]}" if d.spec.run_id in jobs else ""
+        print(
+            f"  {d.action:<15} {d.spec.variant:<28} seed {d.spec.seed:<3} {d.spec.run_id}{job}  ({d.reason})"
+        )
+    print(f"run files: {state_dir}")
+
+
+def _status(args: argparse.Namespace) -> int:
+    import db
+    from harness.execution.progress import snapshot
+    from harness.execution.status import sync, views
+
+    store = db.open_store(args.db)
+    name = _sweep_name(args.sweep)
+    _require_sweep(store, name)
+    states = sync(store, name)
+    rows = views(store, name, states)
+    snap = snapshot(store, name)
+    print(f"sweep {name}: {snap.headline()}")
+    print(f"  {'run_id':<20} {'variant':<28} {'seed':>4} {'status':<10} {'att':>3} {'job':<24} job state")
+    for r in rows:
+        print(
+            f"  {r.run_id:<20} {r.variant[:28]:<28} {r.seed:>4} {r.status:<10} {r.attempts:>3} "
+            f"{r.job[:24]:<24} {r.job_state}"
+        )
+        if r.error and r.status == "failed":
+            print(f"      error: {r.error.strip().splitlines()[0][:160]}")
+    return 0
+
+
+def _require_sweep(store: Any, name: str) -> None:
+    from db import queries
+    from harness.errors import ConfigError
+
+    known = queries.sweeps(store)
+    names = [str(n) for n in known["name"]] if not known.empty else []
+    if name not in names:
+        raise ConfigError(
+            "no such sweep in the store", field="SWEEP", value=name, fix=f"use one of {names} or pass --db"
+        )
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    import db
+    from harness.execution.cancel import cancel
+
+    store = db.open_store(args.db)
+    name = _sweep_name(args.sweep)
+    _require_sweep(store, name)
+    done = cancel(store, name, run_id=args.run_id)
+    for run_id, what in done.items():
+        print(f"  {run_id}: {what}")
+    print(f"sweep {name}: cancelled {sum(w == 'cancelled' for w in done.values())} run(s)", file=sys.stdout)
+    return 0

@@ -36,7 +36,10 @@ def main() -> int:
     ap.add_argument("--step-seconds", type=float, default=0.02)
     ap.add_argument("--report", choices=["file", "client"], default="file")
     ap.add_argument("--fail-at", type=int, default=-1)
+    ap.add_argument("--fail-loss", default=None, help="only fail (at --fail-at, default 7) for this loss")
     args = ap.parse_args()
+    if args.fail_loss is not None:
+        args.fail_at = (args.fail_at if args.fail_at > 0 else 7) if args.fail_loss == args.loss else -1
 
     ckpt_dir = Path(os.environ.get("SCALERL_CHECKPOINT_DIR", "checkpoint"))
     ckpt = ckpt_dir / "state.json"

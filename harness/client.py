@@ -1,0 +1,64 @@
+"""The small API a lab's own training script uses to report points to the harness.
+
+::
+
+    from harness import client
+    client.log(step, {"val/pass_rate": 0.41}, compute={"gpu_hours": 1.5, "samples": 4096})
+
+Inside a run launched by the ``command`` runner the environment says where to write:
+``SCALERL_RUN_ID``, ``SCALERL_ATTEMPT`` and (optionally) ``SCALERL_DB_URL``. The writer is opened
+on the first ``log`` and carries the attempt, so a superseded attempt's points are fenced by the
+store. Points are batched; ``flush()`` pushes them now, and they are flushed at interpreter exit.
+Not thread-safe: log from one thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from harness.errors import ConfigError
+
+_writer: Any = None
+
+
+def _open() -> Any:
+    global _writer
+    if _writer is None:
+        run_id = os.environ.get("SCALERL_RUN_ID")
+        attempt = os.environ.get("SCALERL_ATTEMPT")
+        if not run_id or not attempt or not attempt.isdigit():
+            raise ConfigError(
+                "harness.client needs SCALERL_RUN_ID and SCALERL_ATTEMPT in the environment",
+                field="SCALERL_ATTEMPT" if run_id else "SCALERL_RUN_ID",
+                value=attempt if run_id else run_id,
+                fix="launch the script through a sweep with runner: {type: command, ...}",
+            )
+        import db
+
+        store = db.open_store(os.environ.get("SCALERL_DB_URL"))
+        _writer = store.writer(run_id, int(attempt))
+        atexit.register(close)
+    return _writer
+
+
+def log(step: int, metrics: Mapping[str, float], compute: Mapping[str, float] | None = None) -> None:
+    """Record ``metrics`` at ``step`` with the cumulative ``compute`` (gpu_hours, flops, tokens,
+    samples, wall_s). Idempotent per (step, metric)."""
+    _open().add(int(step), {k: float(v) for k, v in metrics.items()}, dict(compute or {}))
+
+
+def flush() -> None:
+    if _writer is not None:
+        _writer.flush()
+
+
+def close() -> None:
+    global _writer
+    if _writer is not None:
+        try:
+            _writer.close()
+        finally:
+            _writer = None

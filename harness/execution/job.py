@@ -1,0 +1,250 @@
+"""The job body: one attempt of one run, wherever an executor starts it.
+
+``SweepJob(spec)`` is a submitit ``Checkpointable`` callable (pickled by submitit for Slurm) and
+also what ``python -m harness.execution.job SPEC.json`` runs for the local executor and what the
+debug executor calls in-process. One call:
+
+1. skips a run the store already has as completed (a duplicate or late requeue does nothing);
+2. ``attempt = store.start_attempt(...)``, which bumps the run's attempt and fences every older
+   attempt's writer;
+3. runs the runner with ``store.writer(run_id, attempt)`` in a worker thread, so the main thread
+   stays free to take submitit's USR2 handler;
+4. ``finish_run(completed)``, or ``finish_run(failed, error=...)`` with the error text, and
+   re-raises so submitit and Slurm also see the failure.
+
+SIGTERM (``scancel``, a preemption with ``PreemptMode=REQUEUE``, the time limit itself) also
+sets ``stop``: the run checkpoints and is left unfinished for ``scalerl cancel`` / the requeued job.
+
+Preemption / time limit (why a thread): Slurm sends USR2; submitit's handler runs on the main
+thread and calls :meth:`SweepJob.checkpoint`. That sets the ``stop`` event, waits up to
+``checkpoint_grace_s`` for the trainer to reach a step boundary, write its checkpoint and flush
+its points, logs a ``requeued`` event, and returns a fresh ``SweepJob`` for submitit to requeue.
+The next attempt resumes from ``workdir/checkpoint``. If the grace runs out, the periodic
+checkpoint (``checkpoint_every_steps``) is the fallback, and attempt fencing rejects anything the
+superseded process still writes, so the curve has neither gaps nor duplicates.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from submitit.helpers import Checkpointable, DelayedSubmission
+
+from harness.errors import ExecutionError
+from harness.execution.runners.base import Outcome, RunContext, get_runner
+from harness.execution.spec import RunSpec
+
+log = logging.getLogger(__name__)
+
+ERROR_TAIL_CHARS = 4000
+
+
+def current_job_id(executor: str) -> str:
+    """The scheduler's id for this process: Slurm array task id, else the pid."""
+    if executor == "slurm":
+        array = os.environ.get("SLURM_ARRAY_JOB_ID")
+        task = os.environ.get("SLURM_ARRAY_TASK_ID")
+        if array and task:
+            return f"{array}_{task}"
+        return os.environ.get("SLURM_JOB_ID", str(os.getpid()))
+    return str(os.getpid())
+
+
+def error_text(exc: BaseException) -> str:
+    """What the store records for a failed run: the message first, then the traceback's tail."""
+    tb = "".join(traceback.format_exception(exc))
+    head = f"{type(exc).__name__}: {exc}"
+    return (head + "\n" + tb[-(ERROR_TAIL_CHARS - len(head)) :]) if len(head) < ERROR_TAIL_CHARS else head
+
+
+def execute(
+    spec: RunSpec, *, executor: str, stop: threading.Event, attempt_box: list[int] | None = None
+) -> str:
+    """Run one attempt; returns ``completed``, ``stopped``, ``skipped`` or ``superseded``."""
+    import db  # the store; imported here so pickling a SweepJob needs no DB driver
+
+    store = db.open_store(spec.db_url)
+    existing = store.get_run(spec.run_id)
+    if existing is not None and existing.status == "completed":
+        return "skipped"
+    workdir = Path(spec.workdir)
+    if existing is not None and existing.attempts == 0 and workdir.exists():
+        # A first attempt starts from scratch: a workdir left by another store (a deleted
+        # scalerl.db, a different --db) holds a checkpoint whose points this store never saw.
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    job_id, host = current_job_id(executor), socket.gethostname()
+    try:
+        runner = get_runner(spec.typed_recipe().runner.type)
+        resume_step = runner.resume_step(workdir)
+    except Exception as exc:  # e.g. an unreadable checkpoint: record it on the run, not only in a log
+        failed = store.start_attempt(spec.run_id, executor=executor, job_id=job_id, host=host)
+        store.finish_run(spec.run_id, failed, "failed", error=error_text(exc))
+        raise
+    attempt = store.start_attempt(
+        spec.run_id, executor=executor, job_id=job_id, host=host, resume_step=resume_step
+    )
+    if attempt_box is not None:
+        attempt_box.append(attempt)
+    _note_scheduler_requeue(store, spec, executor, existing)
+    writer = store.writer(spec.run_id, attempt)
+    ctx = RunContext(spec=spec, attempt=attempt, sink=writer, workdir=workdir, stop=stop, db_url=spec.db_url)
+    try:
+        outcome = runner.run(ctx)
+        writer.close()
+    except BaseException as exc:
+        try:
+            writer.close()
+        except Exception:  # the original failure is the one to report
+            log.exception("flushing points of failed run %s", spec.run_id)
+        if writer.fenced:
+            return "superseded"
+        store.finish_run(spec.run_id, attempt, "failed", error=error_text(exc))
+        raise
+    if writer.fenced:
+        # A newer attempt owns the run now (the store rejected our points); go quietly.
+        log.warning("run %s attempt %d was superseded; not finishing it", spec.run_id, attempt)
+        return "superseded"
+    if outcome is Outcome.STOPPED:
+        return "stopped"
+    now = store.get_run(spec.run_id)
+    if now is not None and now.status == "cancelled":
+        return "cancelled"  # `scalerl cancel` won the race with the last step: it stays cancelled
+    return "completed" if store.finish_run(spec.run_id, attempt, "completed") else "superseded"
+
+
+def _note_scheduler_requeue(store: Any, spec: RunSpec, executor: str, before: Any) -> None:
+    """Log a ``requeued`` event when Slurm itself restarted this job (a preemption with
+    PreemptMode=REQUEUE, a node failure), which no checkpoint hook saw. A USR2 requeue was
+    already logged by the superseded process in :meth:`SweepJob.checkpoint`."""
+    restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0) if executor == "slurm" else 0
+    if not restarts or before is None or before.status != "running":
+        return
+    from db import queries
+
+    events = queries.events(store, run_id=spec.run_id)
+    logged = events[(events.kind == "requeued")]
+    if any(d.get("attempt") == before.attempts for d in logged["detail"]):
+        return
+    store.log_event(
+        spec.run_id,
+        "requeued",
+        {"attempt": before.attempts, "by": "slurm", "restart_count": restarts, "checkpointed": None},
+    )
+
+
+class SweepJob(Checkpointable):
+    """A checkpointable callable for one run; see the module docstring."""
+
+    def __init__(self, spec: RunSpec, executor: str = "slurm") -> None:
+        self.spec = spec
+        self.executor = executor
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._attempts: list[int] = []
+        self._result: str | None = None
+        self._error: BaseException | None = None
+
+    # Only the spec travels in a pickle: events and threads are per process.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"spec": self.spec, "executor": self.executor}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.spec = state["spec"]
+        self.executor = state["executor"]
+        self._init_runtime()
+
+    @property
+    def stop_event(self) -> threading.Event:
+        return self._stop
+
+    def _work(self) -> None:
+        try:
+            self._result = execute(
+                self.spec, executor=self.executor, stop=self._stop, attempt_box=self._attempts
+            )
+        except BaseException as exc:
+            self._error = exc
+
+    def __call__(self) -> str:
+        if self.executor == "slurm" and threading.current_thread() is threading.main_thread():
+            # Slurm sends SIGTERM to every process of the job on scancel and on preemption
+            # (PreemptMode=REQUEUE); submitit ignores it. Stopping at the next step boundary
+            # (with a checkpoint) keeps a script that exits 0 on SIGTERM from looking finished.
+            signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
+        self._thread = threading.Thread(target=self._work, name=f"run-{self.spec.run_id}", daemon=True)
+        self._thread.start()
+        # join() with a timeout so signal handlers (submitit's USR2) get to run on this thread.
+        while self._thread.is_alive():
+            self._thread.join(0.2)
+        if self._error is not None:
+            err = self._error
+            if isinstance(err, ExecutionError | KeyboardInterrupt | SystemExit):
+                raise err
+            raise ExecutionError(f"run {self.spec.run_id} failed: {type(err).__name__}: {err}") from err
+        return self._result or "stopped"
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission:
+        """Called by submitit on USR2: let the trainer checkpoint, then hand back a fresh job."""
+        self.request_stop()
+        attempt = self._attempts[-1] if self._attempts else None
+        clean = self._thread is None or not self._thread.is_alive()
+        try:
+            import db
+
+            db.open_store(self.spec.db_url).log_event(
+                self.spec.run_id,
+                "requeued",
+                {"attempt": attempt, "job_id": current_job_id(self.executor), "checkpointed": clean},
+            )
+        except Exception:  # requeueing matters more than the event
+            log.exception("logging the requeue of run %s", self.spec.run_id)
+        return DelayedSubmission(SweepJob(self.spec, self.executor))
+
+    def request_stop(self) -> bool:
+        """Set ``stop`` and wait up to the grace period; True when the worker finished."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.spec.checkpoint_grace_s)
+            return not self._thread.is_alive()
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.execution.job SPEC.json [EXECUTOR]``: the local executor's job process.
+
+    SIGTERM / SIGUSR2 stop the run at its next step boundary (it checkpoints and exits 0 without
+    finishing the run), so ``scalerl cancel`` and a machine shutdown both leave a resumable run.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m harness.execution.job SPEC.json [EXECUTOR]", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    spec = RunSpec.read(Path(args[0]))
+    job = SweepJob(spec, args[1] if len(args) > 1 else "local")
+    for sig in (signal.SIGTERM, signal.SIGUSR2):
+        signal.signal(sig, lambda *_: job.stop_event.set())
+    try:
+        result = job()
+    except Exception as exc:
+        print(f"scalerl job: run {spec.run_id} failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"scalerl job: run {spec.run_id}: {result}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

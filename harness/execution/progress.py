@@ -1,0 +1,109 @@
+"""The progress display of ``scalerl sweep --wait`` and the local executor: runs done, points,
+the latest value of the fit metric per run. Reads only the store, so it follows runs on any
+executor; on a terminal it redraws in place, otherwise it prints a line when something changed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+QUIET_LINE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    total: int
+    completed: int
+    failed: int
+    cancelled: int
+    running: int
+    points: int
+    table: str
+
+    @property
+    def done(self) -> bool:
+        return self.completed + self.failed + self.cancelled >= self.total
+
+    def counts(self) -> str:
+        return f"{self.completed}/{self.running}/{self.failed}/{self.cancelled}/{self.total}"
+
+    def headline(self) -> str:
+        pending = self.total - self.completed - self.failed - self.cancelled - self.running
+        return (
+            f"{self.completed}/{self.total} done, {self.running} running, {pending} waiting, "
+            f"{self.failed} failed"
+            + (f", {self.cancelled} cancelled" if self.cancelled else "")
+            + f"; {self.points} points"
+        )
+
+
+def snapshot(store: Any, sweep: str, metric: str = "val/pass_rate") -> Snapshot:
+    from db import queries
+
+    runs = queries.runs(store, sweep)
+    curves = queries.curves(store, sweep, metric=metric)
+    latest: dict[str, tuple[int, float]] = {}
+    if not curves.empty:
+        last: list[dict[Any, Any]] = curves.sort_values("step").groupby("run_id").tail(1).to_dict("records")
+        latest = {str(r["run_id"]): (int(r["step"]), float(r["value"])) for r in last}
+    records: list[dict[Any, Any]] = runs.to_dict("records")
+    lines = [f"  {'variant':<28} {'seed':>4} {'status':<10} {'att':>3} {'step':>6} {metric}"]
+    for r in records:
+        step, value = latest.get(str(r["run_id"]), (None, None))
+        shown_step = "-" if step is None else str(step)
+        shown_value = "-" if value is None else f"{value:.4f}"
+        lines.append(
+            f"  {str(r['variant'])[:28]:<28} {int(r['seed']):>4} {str(r['status'])[:10]:<10} "
+            f"{int(r['attempts']):>3} {shown_step:>6} {shown_value}"
+        )
+    status = [str(r["status"]) for r in records]
+    return Snapshot(
+        total=len(runs),
+        completed=int(sum(s == "completed" for s in status)),
+        failed=int(sum(s == "failed" for s in status)),
+        cancelled=int(sum(s == "cancelled" for s in status)),
+        running=int(sum(s == "running" for s in status)),
+        points=sum(int(r["n_points"] or 0) for r in records),
+        table="\n".join(lines),
+    )
+
+
+def follow(
+    store: Any,
+    sweep: str,
+    *,
+    metric: str = "val/pass_rate",
+    interval_s: float = 2.0,
+    timeout_s: float | None = None,
+    out: TextIO = sys.stdout,
+    before_tick: Callable[[], object] | None = None,
+) -> Snapshot:
+    """Print progress until every run is completed or failed (or ``timeout_s``); returns the last
+    snapshot. ``before_tick`` runs first on each tick (the CLI syncs job states there, so a killed
+    job shows up as failed instead of running forever)."""
+    tty = out.isatty()
+    start = time.monotonic()
+    shown = ""
+    last_line = 0.0
+    while True:
+        if before_tick is not None:
+            before_tick()
+        snap = snapshot(store, sweep, metric)
+        text = f"[{time.strftime('%H:%M:%S')}] {snap.headline()}\n{snap.table}"
+        if tty:
+            out.write("\x1b[H\x1b[2J" + text + "\n")
+        elif snap.counts() != shown or time.monotonic() - last_line > QUIET_LINE_S:
+            # Not a terminal (a log, CI): a line when a run starts or ends, else every 30 s.
+            out.write(f"[{time.strftime('%H:%M:%S')}] {snap.headline()}\n")
+            last_line = time.monotonic()
+        shown = snap.counts()
+        out.flush()
+        if snap.done or (timeout_s is not None and time.monotonic() - start > timeout_s):
+            if not tty:
+                out.write(snap.table + "\n")
+            return snap
+        time.sleep(interval_s)

@@ -1,0 +1,87 @@
+"""The runner plug-in interface: turn a :class:`RunSpec` into points in a sink.
+
+A runner is looked up by the recipe's ``runner.type`` in :data:`RUNNERS`. Contract:
+
+- ``run`` writes every point through ``ctx.sink`` (a ``db.PointWriter`` in real jobs) and returns
+  :attr:`Outcome.COMPLETED` when the run reached its budget, or :attr:`Outcome.STOPPED` when
+  ``ctx.stop`` was set (preemption / time limit) and the run checkpointed so a later attempt can
+  resume from ``ctx.workdir``.
+- A failure raises; the job body records the error text on the run.
+- It must be safe to call again on the same ``workdir`` after a stop or a crash (resume).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from harness.errors import ConfigError
+from harness.execution.spec import RunSpec
+
+
+class Sink(Protocol):
+    """Structurally the trainer's ``PointSink`` (``db.PointWriter`` satisfies it)."""
+
+    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class Outcome(StrEnum):
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    spec: RunSpec
+    attempt: int
+    sink: Sink
+    workdir: Path
+    stop: threading.Event
+    db_url: str | None
+
+
+class Runner(ABC):
+    """Runs one attempt of one run. See the module docstring for the contract."""
+
+    @abstractmethod
+    def run(self, ctx: RunContext) -> Outcome: ...
+
+    def resume_step(self, workdir: Path) -> int | None:
+        """The step the next attempt resumes after (its checkpoint's), or None when unknown.
+
+        The store drops the run's points beyond it when the attempt starts, so what a superseded
+        attempt wrote past its checkpoint is replaced by the resumed attempt's own points."""
+        return None
+
+
+RUNNERS: dict[str, Callable[[], Runner]] = {}
+
+
+def register_runner(name: str) -> Callable[[type[Runner]], type[Runner]]:
+    def deco(cls: type[Runner]) -> type[Runner]:
+        RUNNERS[name] = cls
+        return cls
+
+    return deco
+
+
+def get_runner(name: str) -> Runner:
+    # Importing the package registers the built-in runners.
+    import harness.execution.runners  # noqa: F401
+
+    try:
+        return RUNNERS[name]()
+    except KeyError:
+        raise ConfigError(
+            "unknown runner type",
+            field="runner.type",
+            value=name,
+            fix=f"use one of {sorted(RUNNERS)}",
+        ) from None

@@ -1,0 +1,149 @@
+"""The ``command`` runner: launch a lab's own training command for one variant.
+
+``argv`` and ``env`` are templated (see :mod:`harness.execution.runners.template`). The script
+gets ``SCALERL_RUN_ID``, ``SCALERL_ATTEMPT``, ``SCALERL_CHECKPOINT_DIR``, ``SCALERL_METRICS_FILE``
+and, when the sweep named a database, ``SCALERL_DB_URL``. It reports points either through
+:mod:`harness.client` or by appending JSONL lines to ``SCALERL_METRICS_FILE``, which this runner
+tails while the script runs. A non-zero exit fails the run with the tail of its stderr.
+
+On preemption (``stop`` set) the script gets SIGTERM, the conventional "save and exit" signal,
+and ``checkpoint_grace_s`` to exit before SIGKILL; resuming from ``SCALERL_CHECKPOINT_DIR`` is the
+script's job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from harness.errors import ConfigError, ExecutionError
+from harness.execution.runners.base import Outcome, RunContext, Runner, register_runner
+from harness.execution.runners.metrics_file import MetricsTail
+from harness.execution.runners.template import Template
+from harness.execution.spec import RunSpec
+from harness.recipe.schema import CommandRunnerConfig
+
+POLL_S = 0.25
+STDERR_TAIL_BYTES = 4000
+
+
+def _tail(path: Path, n: int = STDERR_TAIL_BYTES) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - n))
+            return fh.read().decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def build_command(ctx: RunContext) -> tuple[list[str], dict[str, str], Path]:
+    """(argv, extra env, metrics file) for this attempt; raises ConfigError on bad templates."""
+    recipe = ctx.spec.typed_recipe()
+    cfg = recipe.runner
+    if not isinstance(cfg, CommandRunnerConfig):
+        raise ConfigError("the command runner needs runner.type=command", field="runner.type", value=cfg.type)
+    spec = ctx.spec
+    metrics_default = str(ctx.workdir / "metrics.jsonl")
+    fields: dict[str, object] = {
+        "seed": spec.seed,
+        "run_id": spec.run_id,
+        "workdir": str(ctx.workdir),
+        "checkpoint_dir": str(ctx.workdir / "checkpoint"),
+        "variant": spec.variant,
+        "knob": spec.knob or "",
+        "alternative": spec.alternative or "",
+        "sweep": spec.sweep,
+        "attempt": ctx.attempt,
+        "metrics_file": metrics_default,
+        "python": sys.executable,
+    }
+    tpl = Template(fields, recipe.resolved())
+    metrics = Path(tpl.render(cfg.metrics_file, where="runner.metrics_file")) if cfg.metrics_file else None
+    if metrics is not None and not metrics.is_absolute():
+        metrics = ctx.workdir / metrics
+    metrics = metrics or Path(metrics_default)
+    fields["metrics_file"] = str(metrics)
+    tpl = Template(fields, recipe.resolved())
+    argv = tpl.render_all(cfg.argv, where="runner.argv")
+    env = {k: tpl.render(v, where=f"runner.env.{k}") for k, v in cfg.env.items()}
+    env.update(
+        SCALERL_RUN_ID=spec.run_id,
+        SCALERL_ATTEMPT=str(ctx.attempt),
+        SCALERL_CHECKPOINT_DIR=str(ctx.workdir / "checkpoint"),
+        SCALERL_METRICS_FILE=str(metrics),
+    )
+    if ctx.db_url:
+        env["SCALERL_DB_URL"] = ctx.db_url
+    return argv, env, metrics
+
+
+@register_runner("command")
+class CommandRunner(Runner):
+    def run(self, ctx: RunContext) -> Outcome:
+        argv, extra_env, metrics_path = build_command(ctx)
+        (ctx.workdir / "checkpoint").mkdir(parents=True, exist_ok=True)
+        stderr_path = ctx.workdir / f"stderr.attempt{ctx.attempt}.log"
+        stdout_path = ctx.workdir / f"stdout.attempt{ctx.attempt}.log"
+        tail = MetricsTail(metrics_path, ctx.sink)
+        try:
+            with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+                proc = subprocess.Popen(
+                    argv, env={**os.environ, **extra_env}, stdout=out, stderr=err, stdin=subprocess.DEVNULL
+                )
+        except OSError as exc:
+            raise ExecutionError(
+                f"runner.argv[0]={argv[0]!r}: cannot start the command ({exc}); "
+                "fix: use an absolute path or a program on PATH"
+            ) from exc
+        stopping_since: float | None = None
+        while True:
+            rc = proc.poll()
+            if tail.poll():
+                ctx.sink.flush()
+            if rc is not None:
+                break
+            if ctx.stop.is_set():
+                if stopping_since is None:
+                    stopping_since = time.monotonic()
+                    proc.send_signal(signal.SIGTERM)
+                elif time.monotonic() - stopping_since > ctx.spec.checkpoint_grace_s:
+                    proc.kill()
+            time.sleep(POLL_S)
+        tail.poll()
+        ctx.sink.flush()
+        if ctx.stop.is_set():
+            return Outcome.STOPPED
+        if rc != 0:
+            raise ExecutionError(
+                f"command {argv[0]!r} exited with status {rc} (run {ctx.spec.run_id}, attempt "
+                f"{ctx.attempt}); stderr tail ({stderr_path}):\n{_tail(stderr_path)}"
+            )
+        return Outcome.COMPLETED
+
+
+class _NoSink:
+    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+
+def check_templates(spec: RunSpec) -> None:
+    """Render a command run's argv / env / metrics_file once, so a bad placeholder is reported by
+    ``scalerl sweep`` before anything is submitted."""
+    ctx = RunContext(
+        spec=spec,
+        attempt=1,
+        sink=_NoSink(),
+        workdir=Path(spec.workdir),
+        stop=threading.Event(),
+        db_url=spec.db_url,
+    )
+    build_command(ctx)

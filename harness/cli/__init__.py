@@ -58,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        # Alembic narrates every migration check at INFO; a user running `scalerl fit` only needs
+        # to hear about it when something is wrong.
+        logging.getLogger("alembic").setLevel(logging.WARNING)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

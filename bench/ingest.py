@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 METRICS = ("val/pass_rate", "train/reward", "train/entropy")
+WARM_READS = 5
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,14 @@ def bench_ours(url: str, backend: str, runs: int, steps: int, tmp: Path) -> tupl
     t0 = time.perf_counter()
     df = db.curves(store, "bench")
     cold = Result("scalerl-harness", backend, "read (first query)", len(df), time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    df = db.curves(store, "bench")
-    warm = Result("scalerl-harness", backend, "read", len(df), time.perf_counter() - t0)
+    times = []
+    for _ in range(WARM_READS):  # a shared machine: one read is noise, the median is the number
+        t0 = time.perf_counter()
+        df = db.curves(store, "bench")
+        times.append(time.perf_counter() - t0)
+    warm = Result(
+        "scalerl-harness", backend, f"read (median of {WARM_READS})", len(df), statistics.median(times)
+    )
     assert len(df) == write.points, (len(df), write.points)
     store.close()
     return write, cold, warm
@@ -189,7 +196,7 @@ def _report(results: list[Result], runs: int, steps: int) -> None:
     for r in results:
         ours = next(
             (o for o in results if o.tool == "scalerl-harness" and o.backend == r.backend
-             and o.what == ("ingest" if r.what == "ingest" else "read")),
+             and o.what.startswith("ingest" if r.what == "ingest" else "read (median")),
             None,
         )  # fmt: skip
         ratio = f"{ours.rate / r.rate:.0f}x" if ours is not None and r.tool != "scalerl-harness" else ""

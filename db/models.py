@@ -67,6 +67,26 @@ class Run(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
+class SweepRun(Base):
+    """Membership: a run (a content hash of config + seed) can belong to several sweeps.
+
+    ``variant``/``knob``/``alternative`` are the names *this* sweep gives the run; ``Run.sweep``
+    and ``Run.variant`` stay those of the sweep that first registered it.
+    """
+
+    __tablename__ = "sweep_run"
+    __table_args__ = (
+        PrimaryKeyConstraint("sweep", "run_id", name="pk_sweep_run"),
+        Index("ix_sweep_run_run", "run_id"),
+    )
+
+    sweep: Mapped[str] = mapped_column(ForeignKey("sweep.name", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.run_id", ondelete="CASCADE"))
+    variant: Mapped[str] = mapped_column(String(200))
+    knob: Mapped[str | None] = mapped_column(String(200))
+    alternative: Mapped[str | None] = mapped_column(String(200))
+
+
 class Point(Base):
     __tablename__ = "point"
     __table_args__ = (

@@ -1,14 +1,20 @@
 """Read API: pandas DataFrames with the columns in ``docs/architecture.md``.
 
+Sweep scope: a run can belong to several sweeps (``sweep_run``, one row per membership), so
+every sweep-scoped query goes through membership, and ``variant``/``knob``/``alternative`` (and
+``runs``' ``sweep``) are the ones *that* sweep gives the run.
+
 Loading strategy, per query:
 
 - ``curves``: the hot one (a sweep can hold millions of points). Runs' metadata is read once
   (a small Core select); points are read without a join, as columns, and the per-run columns
   (variant, knob, alternative, seed) are attached by indexing arrays with the run codes. On a
-  SQLite file the points come through ADBC's SQLite driver straight into Arrow columns (no Python
-  object per value); on PostgreSQL through ``COPY ... TO STDOUT`` (CSV) parsed by pandas' C
-  reader; elsewhere (in-memory SQLite, ADBC missing) through one Core select whose rows are
-  transposed into column arrays. ``_POINT_READERS`` is the registry.
+  SQLite file the points come through ADBC's SQLite driver, in a helper process, straight into
+  Arrow columns: numbers only (each point's run and metric come from a per-(run, metric) count
+  query in the same snapshot), runs split into parts read in parallel; on PostgreSQL through
+  ``COPY ... TO STDOUT`` (CSV) parsed by pyarrow's CSV reader; elsewhere (in-memory SQLite, ADBC
+  missing) through one Core select whose rows are transposed into column arrays.
+  ``_POINT_READERS`` is the registry.
 - ``sweeps``, ``runs``, ``fits``, ``verdicts``, ``events``: one Core select each (``runs`` adds
   one GROUP BY for point counts); small tables, built from rows.
 """
@@ -18,12 +24,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import Connection, Select, func, select
+from sqlalchemy import Connection, Select, String, case, cast, func, or_, select
 
-from db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, Verdict
+from db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,6 +38,21 @@ if TYPE_CHECKING:
     from db.store import Store
 
 log = logging.getLogger(__name__)
+# How many parallel parts a SQLite curves read is split into (by run): the helper process steps
+# SQLite in one thread per part, so two parts use both cores of a 2-core machine.
+READ_PARTS = 2
+_PART_IDS = 10_000
+
+
+@dataclass(frozen=True)
+class PointScope:
+    """What a curves read covers: ``stmt`` (the points select, filtered by sweep membership and
+    the caller's metric / run ids), the run ids it covers (sorted) and the metric filter."""
+
+    stmt: Select[Any]
+    run_ids: tuple[str, ...]
+    metric: str | None
+
 
 CURVE_COLUMNS: tuple[str, ...] = (
     "run_id", "variant", "knob", "alternative", "seed", "step", "metric", "value", "gpu_hours",
@@ -45,6 +67,14 @@ RUN_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+_MEMBER_COLUMNS = frozenset({"sweep", "variant", "knob", "alternative"})
+
+
+def _members(sweep: str) -> Select[Any]:
+    """The run ids of a sweep: its membership rows (a run can belong to several sweeps)."""
+    return select(SweepRun.run_id).where(SweepRun.sweep == sweep)
+
+
 def _read(store: Store, fn: Any, doing: str) -> Any:
     return store.transaction(fn, doing=doing, write=False)
 
@@ -53,7 +83,7 @@ def sweeps(store: Store) -> pd.DataFrame:
     """Columns: name, spec (dict), created_at, n_runs. One select with a count subquery."""
     import pandas as pd
 
-    n_runs = select(func.count()).where(Run.sweep == Sweep.name).scalar_subquery()
+    n_runs = select(func.count()).where(SweepRun.sweep == Sweep.name).scalar_subquery()
     stmt = select(Sweep.name, Sweep.spec, Sweep.created_at, n_runs.label("n_runs")).order_by(Sweep.name)
     rows = _read(store, lambda c: c.execute(stmt).all(), "listing sweeps")
     return pd.DataFrame([tuple(r) for r in rows], columns=["name", "spec", "created_at", "n_runs"])
@@ -64,11 +94,17 @@ def runs(store: Store, sweep: str) -> pd.DataFrame:
     import pandas as pd
 
     def fn(conn: Connection) -> pd.DataFrame:
-        cols = [getattr(Run, c) for c in RUN_COLUMNS[:-2]]
-        rows = conn.execute(select(*cols).where(Run.sweep == sweep).order_by(Run.variant, Run.seed)).all()
+        # The sweep and the names are this sweep's (its membership row), the rest the run's own.
+        cols = [getattr(SweepRun if c in _MEMBER_COLUMNS else Run, c) for c in RUN_COLUMNS[:-2]]
+        rows = conn.execute(
+            select(*cols)
+            .join(Run, Run.run_id == SweepRun.run_id)
+            .where(SweepRun.sweep == sweep)
+            .order_by(SweepRun.variant, Run.seed)
+        ).all()
         counts = conn.execute(
             select(Point.run_id, func.count(), func.max(Point.step))
-            .where(Point.run_id.in_(select(Run.run_id).where(Run.sweep == sweep)))
+            .where(Point.run_id.in_(_members(sweep)))
             .group_by(Point.run_id)
         ).all()
         per_run = {r[0]: (int(r[1]), int(r[2])) for r in counts}
@@ -95,9 +131,10 @@ def curves(
     meta_rows = _read(
         store,
         lambda c: c.execute(
-            select(Run.run_id, Run.variant, Run.knob, Run.alternative, Run.seed)
-            .where(Run.sweep == sweep)
-            .order_by(Run.run_id)
+            select(SweepRun.run_id, SweepRun.variant, SweepRun.knob, SweepRun.alternative, Run.seed)
+            .join(Run, Run.run_id == SweepRun.run_id)
+            .where(SweepRun.sweep == sweep)
+            .order_by(SweepRun.run_id)
         ).all(),
         f"reading the runs of sweep {sweep!r}",
     )
@@ -107,9 +144,7 @@ def curves(
     meta = pd.DataFrame(
         [tuple(r) for r in meta_rows], columns=["run_id", "variant", "knob", "alternative", "seed"]
     )
-    stmt = select(*[getattr(Point, c) for c in _POINT_COLUMNS]).where(
-        Point.run_id.in_(select(Run.run_id).where(Run.sweep == sweep))
-    )
+    stmt = select(*[getattr(Point, c) for c in _POINT_COLUMNS]).where(Point.run_id.in_(_members(sweep)))
     if metric is not None:
         stmt = stmt.where(Point.metric == metric)
     if run_ids is not None:
@@ -117,9 +152,10 @@ def curves(
     # No ORDER BY here: SQLite's readers add it (free: points are clustered by that key), while
     # on PostgreSQL the sort costs more than the scan, so _assemble sorts the codes instead.
     reader = _POINT_READERS[_reader_kind(store)]
-    columns = reader(store, stmt) if run_ids is None or run_ids else None
+    scope = PointScope(stmt, tuple(meta["run_id"]), metric)
+    columns = reader(store, scope) if run_ids is None or run_ids else None
     if columns is None:
-        columns = _read_points_core(store, stmt)
+        columns = _read_points_core(store, scope)
     return _assemble(columns, meta)
 
 
@@ -155,24 +191,95 @@ def _columns_from_arrow(table: Any) -> dict[str, Any]:
     return out
 
 
-def _read_points_adbc(store: Store, stmt: Select[Any]) -> dict[str, Any] | None:
-    """SQLite file: ADBC in a helper process, Arrow columns back (see db.fastread)."""
-    from sqlalchemy.dialects import sqlite
+def _run_parts(run_ids: Sequence[str]) -> list[list[str]]:
+    """The sorted ``run_ids`` cut into contiguous parts: at least ``READ_PARTS`` (when there are
+    that many runs), at most ``_PART_IDS`` ids each (SQLite caps bound parameters per query)."""
+    ids = sorted(run_ids)
+    n = max(min(READ_PARTS, len(ids)), -(-len(ids) // _PART_IDS))
+    cuts = [round(i * len(ids) / n) for i in range(n + 1)]
+    return [ids[cuts[i] : cuts[i + 1]] for i in range(n)]
+
+
+def _read_points_adbc(store: Store, scope: PointScope) -> dict[str, Any] | None:
+    """SQLite file: ADBC in a helper process, Arrow columns back (see db.fastread).
+
+    Two queries per part, in one snapshot, so no string crosses per point: the (run, metric)
+    groups in key order with their sizes and their few non-finite flags (``step:flag`` lists),
+    then the points' numbers alone in the same order; each point's run and metric are the groups
+    repeated by size (ADBC's per-cell cost dominates: the flags column alone cost ~0.3 s per 1M
+    rows). Parts are contiguous runs named by an explicit IN list (SQLite then seeks each run's
+    key range; a membership subquery plus a range made every part scan every run) and are read
+    in parallel by the helper.
+    """
+    import pandas as pd
+    import pyarrow as pa
 
     reader, path = store.fast_reader(), store.sqlite_path
     assert reader is not None and path is not None
-    stmt = stmt.order_by(Point.run_id, Point.metric, Point.step)
-    compiled = stmt.compile(dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True})
-    params = [compiled.params[name] for name in compiled.positiontup or []]
+    if not scope.run_ids:
+        return None  # nothing to read: the Core path answers an empty frame at once
+    filters = [Point.metric == scope.metric] if scope.metric is not None else []
+    flag = case((Point.nonfinite.is_not(None), cast(Point.step, String) + ":" + Point.nonfinite))
+    numbers = ("step", "value", *COMPUTE)
+    parts = []
+    for ids in _run_parts(scope.run_ids):
+        where = [Point.run_id.in_(ids), *filters]
+        groups_stmt = (
+            select(Point.run_id, Point.metric, func.count().label("n"))
+            .add_columns(func.group_concat(flag).label("flags"))
+            .where(*where)
+            .group_by(Point.run_id, Point.metric)
+            .order_by(Point.run_id, Point.metric)
+        )
+        points_stmt = (
+            select(*[getattr(Point, c) for c in numbers])
+            .where(*where)
+            .order_by(Point.run_id, Point.metric, Point.step)
+        )
+        parts.append([_sqlite_sql(groups_stmt), _sqlite_sql(points_stmt)])
     try:
-        table = reader.query(path, str(compiled), params)
-    except RuntimeError as err:  # the helper failed: the Core path still answers
+        answers = reader.query_parts(path, parts)
+    except RuntimeError as err:  # the helper failed twice: the Core path still answers
         log.warning("fast SQLite reader failed, using the Core path: %s", err)
         return None
-    return _columns_from_arrow(table)
+
+    # Per part, then joined: SQLite has no column types, so an empty or all-NULL column arrives
+    # typed by guess (parts may disagree); every column is cast before it is joined.
+    def joined(column: str, typ: Any, tables: list[Any]) -> Any:
+        return np.concatenate([t.column(column).cast(typ).to_numpy(zero_copy_only=False) for t in tables])
+
+    groups, points = [a[0] for a in answers], [a[1] for a in answers]
+    sizes = joined("n", pa.int64(), groups)
+    step = joined("step", pa.int64(), points)
+    if int(sizes.sum()) != len(step):  # cannot happen in one snapshot; never guess
+        log.warning("fast SQLite reader: group sizes disagree with the rows, using the Core path")
+        return None
+    out: dict[str, Any] = {"step": step}
+    for name in ("run_id", "metric"):
+        per_group = pd.Categorical([v for t in groups for v in t.column(name).to_pylist()])
+        out[name] = pd.Categorical.from_codes(np.repeat(per_group.codes, sizes), per_group.categories)
+    for name in numbers[1:]:
+        out[name] = joined(name, pa.float64(), points)  # NULL -> NaN
+    out["+inf"], out["-inf"] = np.zeros(len(step), dtype=bool), np.zeros(len(step), dtype=bool)
+    starts = np.cumsum(sizes) - sizes
+    all_flags = [v for t in groups for v in t.column("flags").cast(pa.string()).to_pylist()]
+    for start, size, flags in zip(starts, sizes, all_flags, strict=True):
+        for entry in flags.split(",") if flags else ():
+            at, kind = entry.split(":")
+            if kind in ("+inf", "-inf"):  # 'nan' is already NaN
+                pos = int(start) + int(np.searchsorted(step[start : start + size], int(at)))
+                out[kind][pos] = True
+    return out
 
 
-def _read_points_copy(store: Store, stmt: Select[Any]) -> dict[str, Any] | None:
+def _sqlite_sql(stmt: Select[Any]) -> tuple[str, list[Any]]:
+    from sqlalchemy.dialects import sqlite
+
+    compiled = stmt.compile(dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True})
+    return str(compiled), [compiled.params[name] for name in compiled.positiontup or []]
+
+
+def _read_points_copy(store: Store, scope: PointScope) -> dict[str, Any] | None:
     """PostgreSQL: ``COPY (query) TO STDOUT`` as CSV, parsed into Arrow by pyarrow's CSV reader.
 
     COPY takes no bind parameters, so the query's parameters are bound client-side by psycopg
@@ -184,7 +291,7 @@ def _read_points_copy(store: Store, stmt: Select[Any]) -> dict[str, Any] | None:
     import pyarrow as pa
     from pyarrow import csv
 
-    compiled = stmt.compile(dialect=store.engine.dialect, compile_kwargs={"render_postcompile": True})
+    compiled = scope.stmt.compile(dialect=store.engine.dialect, compile_kwargs={"render_postcompile": True})
 
     def fn(conn: Connection) -> bytes:
         raw = conn.connection.driver_connection
@@ -209,11 +316,11 @@ def _read_points_copy(store: Store, stmt: Select[Any]) -> dict[str, Any] | None:
     return _columns_from_arrow(table)
 
 
-def _read_points_core(store: Store, stmt: Select[Any]) -> dict[str, Any]:
+def _read_points_core(store: Store, scope: PointScope) -> dict[str, Any]:
     """Anywhere: one Core select, rows transposed into column arrays."""
     import pandas as pd
 
-    ordered = stmt.order_by(Point.run_id, Point.metric, Point.step)
+    ordered = scope.stmt.order_by(Point.run_id, Point.metric, Point.step)
     rows = _read(store, lambda c: c.execute(ordered).all(), "reading curves")
     cols = list(zip(*rows, strict=True)) if rows else [() for _ in _POINT_COLUMNS]
     by_name = dict(zip(_POINT_COLUMNS, cols, strict=True))
@@ -230,7 +337,8 @@ def _read_points_core(store: Store, stmt: Select[Any]) -> dict[str, Any]:
     return out
 
 
-_POINT_READERS: dict[str, Callable[[Store, Select[Any]], dict[str, Any] | None]] = {
+# Each reader: (store, scope) -> column arrays, or None when it cannot answer (Core then does).
+_POINT_READERS: dict[str, Callable[[Store, PointScope], dict[str, Any] | None]] = {
     "adbc": _read_points_adbc,
     "copy": _read_points_copy,
     "core": _read_points_core,
@@ -301,12 +409,16 @@ def verdicts(store: Store, sweep: str) -> pd.DataFrame:
 
 
 def events(store: Store, sweep: str | None = None, *, run_id: str | None = None) -> pd.DataFrame:
-    """Columns: id, time, sweep, run_id, kind, detail (dict). One select, oldest first."""
+    """Columns: id, time, sweep, run_id, kind, detail (dict). One select, oldest first.
+
+    ``sweep``: the events logged for that sweep plus every event of its member runs (a run shared
+    with another sweep logs under the sweep that first registered it; ``sweep`` shows that).
+    """
     import pandas as pd
 
     stmt = select(Event.id, Event.time, Event.sweep, Event.run_id, Event.kind, Event.detail)
     if sweep is not None:
-        stmt = stmt.where(Event.sweep == sweep)
+        stmt = stmt.where(or_(Event.sweep == sweep, Event.run_id.in_(_members(sweep))))
     if run_id is not None:
         stmt = stmt.where(Event.run_id == run_id)
     rows = _read(store, lambda c: c.execute(stmt.order_by(Event.id)).all(), "reading events")

@@ -24,7 +24,7 @@ from db.bulk import UPSERTS
 from db.engine import EngineBundle, make_engine, redact, resolve_url
 from db.errors import StoreError, StoreUnavailableError, is_locked, scrub, translate
 from db.fastread import FastReader
-from db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, Verdict
+from db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
 from db.records import RUN_STATUSES, RunInfo, RunRecord, WriteOutcome
 
 if TYPE_CHECKING:
@@ -81,6 +81,8 @@ class Store:
       whole on SQLite lock errors; ``doing`` names the operation in error messages.
     - ``ensure_sweep(name, spec)``: create the sweep if missing (spec is kept from the first call).
     - ``register_run(RunRecord) -> bool``: idempotent on run_id; False if it already existed.
+      Always records the run's membership of ``record.sweep`` (a run can be in several sweeps).
+    - ``register_runs(records) -> int``: the same for many records in one transaction.
     - ``get_run(run_id) -> RunInfo | None``.
     - ``set_job(run_id, executor, job_id)``: record where a run was submitted (not fenced).
     - ``set_status(run_id, status, error=None)``: scheduler-side status sync (not fenced).
@@ -197,21 +199,61 @@ class Store:
         self.transaction(tx, doing=f"creating sweep {name!r}")
 
     def register_run(self, record: RunRecord) -> bool:
-        def tx(conn: Connection) -> bool:
-            if conn.execute(select(Run.run_id).where(Run.run_id == record.run_id)).first() is not None:
-                return False
-            if conn.execute(select(Sweep.name).where(Sweep.name == record.sweep)).first() is None:
-                conn.execute(insert(Sweep).values(name=record.sweep, spec={}, created_at=_now()))
-            conn.execute(
-                insert(Run).values(
-                    run_id=record.run_id, sweep=record.sweep, variant=record.variant, knob=record.knob,
-                    alternative=record.alternative, seed=record.seed, config=dict(record.config),
-                    config_hash=record.config_hash, status="pending", attempts=0, created_at=_now(),
-                )
-            )  # fmt: skip
-            return True
+        """Register the run (if new) and its membership of ``record.sweep`` (always).
 
-        return self.transaction(tx, doing=f"registering run {record.run_id!r}")
+        Returns False when the run itself already existed (so executors skip completed work),
+        even if this call just added it to another sweep.
+        """
+        return self.register_runs([record]) == 1
+
+    def register_runs(self, records: Sequence[RunRecord]) -> int:
+        """:meth:`register_run` for many records in one transaction; returns how many runs were new.
+
+        Every record's (sweep, run) membership is recorded with that record's variant, knob and
+        alternative; a membership already there keeps its names (the first registration wins).
+        """
+        if not records:
+            return 0
+
+        def tx(conn: Connection) -> int:
+            ids = list(dict.fromkeys(r.run_id for r in records))
+            sweeps = list(dict.fromkeys(r.sweep for r in records))
+            existing = _existing(conn, select(Run.run_id), Run.run_id, ids)
+            known_sweeps = _existing(conn, select(Sweep.name), Sweep.name, sweeps)
+            now = _now()
+            new_sweeps = [{"name": n, "spec": {}, "created_at": now} for n in sweeps if n not in known_sweeps]
+            if new_sweeps:
+                conn.execute(insert(Sweep), new_sweeps)
+            new_runs: dict[str, dict[str, Any]] = {}
+            for r in records:
+                if r.run_id not in existing and r.run_id not in new_runs:
+                    new_runs[r.run_id] = dict(
+                        run_id=r.run_id, sweep=r.sweep, variant=r.variant, knob=r.knob,
+                        alternative=r.alternative, seed=r.seed, config=dict(r.config),
+                        config_hash=r.config_hash, status="pending", attempts=0, created_at=now,
+                    )  # fmt: skip
+            if new_runs:
+                conn.execute(insert(Run), list(new_runs.values()))
+            members: set[tuple[str, str]] = set()
+            for name in sweeps:
+                members.update(
+                    (name, rid)
+                    for rid in _existing(
+                        conn, select(SweepRun.run_id).where(SweepRun.sweep == name), SweepRun.run_id, ids
+                    )
+                )
+            rows: list[dict[str, Any]] = []
+            for r in records:
+                if (r.sweep, r.run_id) not in members:
+                    members.add((r.sweep, r.run_id))
+                    rows.append({"sweep": r.sweep, "run_id": r.run_id, "variant": r.variant,
+                                 "knob": r.knob, "alternative": r.alternative})  # fmt: skip
+            if rows:
+                conn.execute(insert(SweepRun), rows)
+            return len(new_runs)
+
+        what = f"run {records[0].run_id!r}" if len(records) == 1 else f"{len(records)} runs"
+        return self.transaction(tx, doing=f"registering {what}")
 
     def get_run(self, run_id: str) -> RunInfo | None:
         def tx(conn: Connection) -> RunInfo | None:
@@ -370,6 +412,14 @@ class Store:
                 conn.execute(insert(model), clean)
 
         self.transaction(tx, doing=f"replacing the {what} of sweep {sweep!r}")
+
+
+def _existing(conn: Connection, stmt: Any, column: Any, keys: Sequence[str]) -> set[str]:
+    """Which of ``keys`` ``stmt`` finds (IN lists bounded: SQLite caps bound parameters)."""
+    found: set[str] = set()
+    for i in range(0, len(keys), 500):
+        found.update(conn.execute(stmt.where(column.in_(keys[i : i + 500]))).scalars())
+    return found
 
 
 def _aware(value: Any) -> Any:

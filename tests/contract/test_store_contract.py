@@ -284,6 +284,45 @@ def test_events_scrub_passwords_and_views_answer_sql(store: db.Store) -> None:
     assert [tuple(r) for r in latest] == [("train/reward", 11, 0.5), ("val/pass_rate", 11, 0.011)]
 
 
+def test_a_run_shared_by_two_sweeps_is_seen_by_both_under_their_own_names(store: db.Store) -> None:
+    _register(store, "base", "baseline", seed=1)  # sweep "loo": its baseline
+    _register(store, "loo-only", "loo-dapo", seed=1)
+    fwd = db.RunRecord("base", "fwd", "fwd-step3", 1, {"lr": 1e-6}, "h" * 16, knob="step", alternative="3")
+    assert store.register_run(fwd) is False  # the run exists: executors skip it ...
+    assert store.register_run(fwd) is False  # ... and a repeat adds nothing
+    new = db.RunRecord("fwd-only", "fwd", "fwd-step1", 1, {"lr": 2e-6}, "g" * 16, knob="step")
+    assert store.register_runs([new, fwd]) == 1
+    info = store.get_run("base")
+    assert info is not None and (info.sweep, info.variant) == (SWEEP, "baseline")  # the first sweep's
+    _write(store, "base", store.start_attempt("base"), range(4))
+    store.log_event("base", "note", {"n": 1})  # logged under the first sweep, shown to both
+    loo, fwd_curves = db.curves(store, SWEEP), db.curves(store, "fwd")
+    shared = fwd_curves[fwd_curves.run_id == "base"]
+    assert len(loo[loo.run_id == "base"]) == 8 and len(shared) == 8  # 2 metrics x 4 steps, once each
+    assert set(shared.variant) == {"fwd-step3"} and set(shared.knob) == {"step"}
+    assert set(shared.alternative) == {"3"} and set(shared.seed) == {1}
+    assert set(loo[loo.run_id == "base"].variant) == {"baseline"}
+    assert shared[shared.metric == "val/pass_rate"].value.tolist() == [0.0, 0.001, 0.002, 0.003]
+    runs = db.runs(store, "fwd").set_index("run_id")
+    assert sorted(runs.index) == ["base", "fwd-only"]
+    assert (runs.loc["base", "sweep"], runs.loc["base", "variant"], runs.loc["base", "n_points"]) == (
+        "fwd",
+        "fwd-step3",
+        8,
+    )
+    assert sorted(db.runs(store, SWEEP)["run_id"]) == ["base", "loo-only"]
+    n_runs = dict(zip(db.sweeps(store)["name"], db.sweeps(store)["n_runs"], strict=True))
+    assert n_runs == {"fwd": 2, SWEEP: 2}
+    assert db.events(store, "fwd")["kind"].tolist() == ["started", "note"]
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT sweep, variant, COUNT(*) FROM v_curves WHERE run_id = 'base' GROUP BY sweep, variant"
+            )
+        ).all()
+    assert sorted(tuple(r) for r in rows) == [("fwd", "fwd-step3", 8), (SWEEP, "baseline", 8)]
+
+
 def test_replay_writes_dead_writers_spools_and_drops_fenced_ones(store: db.Store, tmp_path: Path) -> None:
     _register(store)
     a1 = store.start_attempt("r1")

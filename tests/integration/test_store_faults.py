@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 from sqlalchemy import text
 
@@ -188,4 +190,47 @@ def test_sigkill_keeps_everything_acknowledged(backend: Backend, tmp_path: Path)
     assert len(pts) == len(steps)  # nothing duplicated
     assert all(p[2] == (p[0] * 0.25 if p[1] == "m" else 1.0) for p in pts)
     assert list(spool.glob("*.jsonl")) == []
+    store.close()
+
+
+def test_fast_sqlite_reader_survives_interrupts_and_a_killed_helper(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ADBC helper (db.fastread): ignores Ctrl-C (its own session, SIGINT ignored), comes back
+    after kill -9 without a warning, and answers exactly what the Core path answers."""
+    store = db.open_store(f"sqlite:///{tmp_path / 'fast.db'}")
+    store.ensure_sweep(SWEEP, {})
+    for i in range(5):  # enough runs for the read to be split into parallel parts
+        store.register_run(db.RunRecord(f"r{i}", SWEEP, f"v{i % 2}", i, {}, "h"))
+        with store.writer(f"r{i}", store.start_attempt(f"r{i}")) as w:
+            for s in range(0, 40, 3):
+                w.add(s, {"m": s / 7 + i, "loss": 1.0 / (s + 1)}, {"tokens": 64.0 * s})
+    with store.writer("r1", store.start_attempt("r1", resume_step=-1)) as w:  # non-finite values
+        w.add(0, {"m": float("inf")}, {"flops": 1.0})
+        w.add(2, {"m": float("-inf")}, {})
+        w.add(5, {"m": float("nan")}, {})
+    reader = store.fast_reader()
+    assert reader is not None
+    caplog.set_level(logging.WARNING, logger="db.queries")
+    fast = db.curves(store, SWEEP)
+    proc = reader._proc
+    assert proc is not None and os.getsid(proc.pid) != os.getsid(0)  # its own session
+    os.kill(proc.pid, signal.SIGINT)  # a Ctrl-C reaching it anyway is ignored
+    time.sleep(0.3)
+    assert proc.poll() is None
+    assert db.curves(store, SWEEP).equals(fast)
+    os.kill(proc.pid, signal.SIGKILL)  # killed (OOM, kernel shutdown): restarted once, silently
+    proc.wait()
+    only_m = db.curves(store, SWEEP, metric="m")
+    assert set(only_m.metric) == {"m"} and len(db.curves(store, SWEEP, metric="absent")) == 0
+    expected = fast[fast.metric == "m"].reset_index(drop=True).drop(columns="metric")
+    pd.testing.assert_frame_equal(only_m.drop(columns="metric"), expected)
+    assert reader._proc is not None and reader._proc.pid != proc.pid
+    assert [r.getMessage() for r in caplog.records] == []
+    r1 = fast[(fast.run_id == "r1") & (fast.metric == "m")]
+    assert r1.value.tolist()[:2] == [float("inf"), float("-inf")] and np.isnan(r1.value.tolist()[2])
+    assert (len(fast), r1.step.tolist(), r1.flops.tolist()[0]) == (4 * 2 * 14 + 3, [0, 2, 5], 1.0)
+    monkeypatch.setattr(store, "fast_reader", lambda: None)  # the Core path, for comparison
+    core = db.curves(store, SWEEP)
+    pd.testing.assert_frame_equal(fast, core)
     store.close()

@@ -57,6 +57,53 @@ def test_an_old_store_is_refused_with_the_command_then_upgraded_with_its_data(
     store.close()
 
 
+def test_upgrading_from_0002_gives_every_existing_run_its_sweep_membership(url: str) -> None:
+    bundle = make_engine(resolve_url(url))
+    assert schema.upgrade(bundle, "0002") == (None, "0002")
+    with bundle.engine.begin() as conn:  # a store written by the 0002 code: two sweeps
+        conn.execute(text("INSERT INTO sweep (name, spec, created_at) VALUES ('a', '{}', CURRENT_TIMESTAMP)"))
+        conn.execute(text("INSERT INTO sweep (name, spec, created_at) VALUES ('b', '{}', CURRENT_TIMESTAMP)"))
+        for run_id, sweep, variant, knob in (("r1", "a", "baseline", None), ("r2", "b", "grid-lr", "lr")):
+            conn.execute(
+                text(
+                    "INSERT INTO run (run_id, sweep, variant, knob, seed, config, config_hash, status,"
+                    " attempts, created_at) VALUES (:r, :s, :v, :k, 0, '{}', 'h', 'completed', 1,"
+                    " CURRENT_TIMESTAMP)"
+                ),
+                {"r": run_id, "s": sweep, "v": variant, "k": knob},
+            )
+            conn.execute(
+                text("INSERT INTO point (run_id, step, metric, value, attempt) VALUES (:r, 7, 'm', 0.25, 1)"),
+                {"r": run_id},
+            )
+    assert schema.upgrade(bundle, "head") == ("0002", schema.head_revision())
+    with bundle.engine.connect() as conn:
+        members = conn.execute(
+            text("SELECT sweep, run_id, variant, knob FROM sweep_run ORDER BY sweep")
+        ).all()
+        view = conn.execute(text("SELECT sweep, run_id, variant, value FROM v_curves ORDER BY sweep")).all()
+    assert [tuple(r) for r in members] == [("a", "r1", "baseline", None), ("b", "r2", "grid-lr", "lr")]
+    assert [tuple(r) for r in view] == [("a", "r1", "baseline", 0.25), ("b", "r2", "grid-lr", 0.25)]
+    bundle.engine.dispose()
+    store = db.open_store(url)
+    # The old run joins a second sweep; both see it, each under its own name.
+    assert store.register_run(db.RunRecord("r1", "b", "grid-base", 0, {}, "h")) is False
+    assert db.curves(store, "b").set_index("run_id")["variant"].to_dict() == {
+        "r1": "grid-base",
+        "r2": "grid-lr",
+    }
+    assert db.curves(store, "a")["variant"].tolist() == ["baseline"]
+    store.close()
+    from alembic import command
+
+    engine = make_engine(resolve_url(url)).engine
+    with engine.begin() as conn:  # and 0003 downgrades cleanly (the 0002 views come back)
+        command.downgrade(schema.alembic_config(conn), "0002")
+        assert schema.current_revision(conn) == "0002"
+        assert conn.execute(text("SELECT COUNT(*) FROM v_curves")).scalar_one() == 2
+    engine.dispose()
+
+
 def test_an_empty_database_is_created_and_a_foreign_one_refused(url: str) -> None:
     store = db.open_store(url)  # empty: upgraded on open
     with store.engine.connect() as conn:

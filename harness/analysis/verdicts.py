@@ -7,8 +7,11 @@ For each variant against the baseline (same metric, same compute axis), DESIGN.m
 - ``unfit``: the pooled baseline or variant curve cannot be fitted (too few points, flat,
   pre-inflection, optimiser failure), or the baseline itself is unstable; the reason says which.
 - ``asymptote-mover``: ``|A_variant - A_base| > margin``, where margin is the larger of the
-  configured margin (default 0.02) and the measured seed noise on A.
-- ``efficiency-shaper``: A within the margin, and after refitting both pooled curves with A fixed
+  configured margin (default 0.02) and the measured seed noise on A, AND the bootstrap interval
+  of dA excludes zero. The second condition matters when the seed noise cannot be measured (one
+  seed): a 0.023 gap whose interval is [-0.085, +0.041] is not a detected ceiling shift, so such a
+  variant goes on to the efficiency test and its reason says why it was not called a mover.
+- ``efficiency-shaper``: A not shown to move, and after refitting both pooled curves with A fixed
   at their mean (the paper's rule) ``B_variant - B_base`` or ``log C_mid_variant - log C_mid_base``
   is beyond its bootstrap uncertainty: the interval (Bonferroni-adjusted for the two tests, so
   97.5% each at the default level) excludes zero, and the change is at least ``min_rel_effect``
@@ -240,7 +243,7 @@ def classify(
             )
             continue
         d_a, d_a_lo, d_a_hi = diff_ci(base, var, 1, vopts.level)
-        if abs(d_a) > margin:
+        if abs(d_a) > margin and _excludes_zero(d_a_lo, d_a_hi):
             d_b, d_b_lo, d_b_hi = diff_ci(base, var, 2, vopts.level)
             verdicts[vc.variant] = Verdict(
                 vc.knob,
@@ -297,7 +300,14 @@ def classify(
                 f"at common A={a_mean:.3f}: dB={d_b:+.3f} [{d_b_lo:+.3f}, {d_b_hi:+.3f}], "
                 f"dlogC_mid={d_c:+.3f} [{d_c_lo:+.3f}, {d_c_hi:+.3f}]"
             )
-            head = f"|dA|={abs(d_a):.3f} <= margin {margin:.3f}; " + (
+            if abs(d_a) > margin:
+                a_part = (
+                    f"|dA|={abs(d_a):.3f} > margin {margin:.3f} but its CI "
+                    f"[{d_a_lo:+.3f}, {d_a_hi:+.3f}] includes 0 (no detected ceiling shift); "
+                )
+            else:
+                a_part = f"|dA|={abs(d_a):.3f} <= margin {margin:.3f}; "
+            head = a_part + (
                 "efficiency differs beyond bootstrap uncertainty, "
                 if kind != "no-effect"
                 else "no efficiency difference beyond bootstrap uncertainty, "

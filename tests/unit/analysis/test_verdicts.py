@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from harness.analysis.curve import sigmoid_curve
 from harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
 from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
 
@@ -119,3 +120,23 @@ def test_seed_noise_on_real_replicate_runs() -> None:
     assert v.verdict not in ("unstable", "unfit", "asymptote-mover")
     assert abs(v.d_a) < result.margin and v.d_a_lo < 0 < v.d_a_hi
     assert all(f.status == "ok" for f in result.run_fits.values())
+
+
+@pytest.mark.parametrize("draw", [2, 3, 4, 5])
+def test_a_single_noisy_seed_does_not_make_a_mover_out_of_noise(draw: int) -> None:
+    # Baseline and variant share the truth (A=0.70); one seed each, 4% noise, 30 points. These
+    # draws put |dA| above the 0.02 margin by chance (0.029-0.054) while the bootstrap interval of
+    # dA straddles zero: without the interval condition each was called an asymptote-mover.
+    rng = np.random.default_rng(draw)
+    compute = np.geomspace(200, 40_000, 30)
+
+    def variant(name: str, knob: str | None) -> VariantCurves:
+        y = sigmoid_curve(compute, 0.2, 0.70, 1.5, 5000.0) + rng.normal(0, 0.04, compute.size)
+        alt = None if knob is None else name
+        return VariantCurves(name, ((compute, y),), knob=knob, alternative=alt, run_ids=(f"{name}-s0",))
+
+    base, var = variant("baseline", None), variant("loo-x", "loss")
+    (v,) = classify(base, [var], verdict_options=FAST).verdicts
+    assert abs(v.d_a) > 0.02 and v.d_a_lo < 0 < v.d_a_hi
+    assert v.verdict != "asymptote-mover"
+    assert "includes 0 (no detected ceiling shift)" in v.reason

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,20 +28,11 @@ def sum_of_squares(n: int) -> tuple[int, int, str]:
 
 def sacct_states(job_id: str, expected: int, timeout_s: float = 60.0) -> dict[str, str]:
     """Array task id -> state from sacct, polled until all have ended (accounting lags a little)."""
+    from harness.execution.executors.slurm import sacct_states as parse_sacct
+
     deadline = time.monotonic() + timeout_s
-    states: dict[str, str] = {}
     while True:
-        out = subprocess.run(
-            ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "JobID,State"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-        states = {
-            jid: state.split()[0]
-            for jid, state in (line.split("|", 1) for line in out.splitlines() if "|" in line)
-        }
+        states = parse_sacct([job_id])
         done = len(states) >= expected and all(s in ENDED for s in states.values())
         if done or time.monotonic() > deadline:
             return states

@@ -121,7 +121,7 @@ class SlurmExecutor(Executor):
             else:
                 out[h.run_id] = JobState.RUNNING if seen == "RUNNING" else JobState.PENDING
         if missing:
-            ended = _sacct_states([h.job_id for h in missing])
+            ended = sacct_states([h.job_id for h in missing])
             for h in missing:
                 st = ended.get(h.job_id)
                 if st is None:
@@ -138,8 +138,10 @@ class SlurmExecutor(Executor):
             _run(["scancel", *sorted({h.job_id for h in handles})])
 
 
-def _sacct_states(job_ids: Sequence[str]) -> dict[str, str]:
-    """job id -> the first word of sacct's State (``CANCELLED by 0`` -> ``CANCELLED``)."""
+def sacct_states(job_ids: Sequence[str]) -> dict[str, str]:
+    """Job (or array task) id -> the first word of sacct's State (``CANCELLED by 0`` ->
+    ``CANCELLED``); ``{}`` when this machine has no ``sacct``. The one sacct parser of the project:
+    the test fixture and ``slurm/testbed/smoke.py`` use it too."""
     if shutil.which("sacct") is None:
         return {}
     text = _run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(job_ids)])

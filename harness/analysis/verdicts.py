@@ -19,6 +19,9 @@ For each variant against the baseline (same metric, same compute axis), DESIGN.m
   does not make a shaper.
 - ``no-effect``: neither.
 
+A mover's or shaper's reason ends with ``note: extrapolated ceiling (...)`` when a fitted A lies
+far above the highest value its curves reached: the verdict stands, but that A is a forecast.
+
 Every verdict carries dA with its 95% CI (from the free fits), dB with its CI (for non-movers
 from the fixed-A refits, at the Bonferroni 97.5% level of the test; for movers from the free
 fits, 95%), and the margin, so a reader can disagree. The seed noise is measured only on
@@ -181,6 +184,25 @@ def _excludes_zero(lo: float, hi: float) -> bool:
     return math.isfinite(lo) and math.isfinite(hi) and (lo > 0 or hi < 0)
 
 
+def _extrapolation_note(fits: Sequence[tuple[VariantCurves, float]], margin: float) -> str:
+    """A note for each fitted ceiling far above anything its curves reached.
+
+    Such an A is past the inflection (else the fit would be pre-inflection) but still an
+    extrapolation: the curve was rising slowly at the end, and A is where the sigmoid says it
+    would go. The verdict stands on the numbers; the note tells the reader which ones are
+    forecasts rather than observations. "Far" = more than max(0.05, 2 x margin) above the highest
+    observed value (the observed maximum itself sits above the plateau by the point noise).
+    """
+    parts = []
+    for vc, a in fits:
+        values = [np.asarray(v, dtype=np.float64) for _, v in vc.curves]
+        finite = [v[np.isfinite(v)] for v in values]
+        observed = max((float(v.max()) for v in finite if v.size), default=math.nan)
+        if math.isfinite(a) and math.isfinite(observed) and a - observed > max(0.05, 2.0 * margin):
+            parts.append(f"{vc.variant} A={a:.3f} vs observed max {observed:.3f}")
+    return f"; note: extrapolated ceiling ({', '.join(parts)})" if parts else ""
+
+
 def classify(
     baseline: VariantCurves,
     variants: Sequence[VariantCurves],
@@ -262,7 +284,8 @@ def classify(
                 d_b_hi,
                 margin,
                 f"|dA|={abs(d_a):.3f} > margin {margin:.3f}: the ceiling "
-                f"{'rises' if d_a > 0 else 'drops'} (B from the free fits)",
+                f"{'rises' if d_a > 0 else 'drops'} (B from the free fits)"
+                + _extrapolation_note([(baseline, base.fit.a), (vc, var.fit.a)], margin),
             )
             continue
         shaper_candidates.append((vc, var, d_a, d_a_lo, d_a_hi, 0.5 * (base.fit.a + var.fit.a)))
@@ -328,7 +351,9 @@ def classify(
                 d_b_lo,
                 d_b_hi,
                 margin,
-                head + detail,
+                head
+                + detail
+                + _extrapolation_note([(baseline, base.fit.a), (vc, pooled[vc.variant].fit.a)], margin),
                 d_c,
                 d_c_lo,
                 d_c_hi,

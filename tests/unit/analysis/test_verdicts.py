@@ -140,3 +140,30 @@ def test_a_single_noisy_seed_does_not_make_a_mover_out_of_noise(draw: int) -> No
     assert abs(v.d_a) > 0.02 and v.d_a_lo < 0 < v.d_a_hi
     assert v.verdict != "asymptote-mover"
     assert "includes 0 (no detected ceiling shift)" in v.reason
+
+
+def test_a_ceiling_far_above_the_observed_curve_is_called_an_extrapolation() -> None:
+    # The variant's sigmoid (A=0.95, C_mid=20,000) is cut off at 40,000 compute, where it has only
+    # reached ~0.75: past the inflection, so A is fitted, but it is a forecast, not an observation.
+    sweep = synthetic_sweep(noise=0.005)
+    rng = np.random.default_rng(7)
+    y = [
+        sigmoid_curve(COMPUTE, 0.2, 0.95, 1.5, 20_000.0) + rng.normal(0, 0.005, COMPUTE.size)
+        for _ in range(3)
+    ]
+    late = VariantCurves(
+        "loo-late",
+        tuple((COMPUTE, v) for v in y),
+        knob="pipeline",
+        alternative="loo-late",
+        run_ids=("late-s0", "late-s1", "late-s2"),
+    )
+    result = classify(sweep["baseline"], [late, sweep["loo-fp32"]], verdict_options=FAST)
+    got = {v.variant: v for v in result.verdicts}
+    observed = max(float(v.max()) for v in y)
+    assert got["loo-late"].verdict == "asymptote-mover" and got["loo-late"].a_variant > observed + 0.1
+    assert f"note: extrapolated ceiling (loo-late A={got['loo-late'].a_variant:.3f}" in got["loo-late"].reason
+    assert f"vs observed max {observed:.3f})" in got["loo-late"].reason
+    # Fully observed plateaus (the baseline, the null variant) carry no such note.
+    assert "baseline A=" not in got["loo-late"].reason
+    assert "extrapolated" not in got["loo-fp32"].reason

@@ -281,6 +281,38 @@ class Store:
 
         self.transaction(tx, doing=f"setting the status of run {run_id!r}")
 
+    def mark_runs(self, run_ids: Sequence[str], status: str) -> None:
+        """Set many runs' status in one transaction (e.g. ``submitted`` for a whole job array).
+
+        Unlike :meth:`set_status` it leaves each run's error text alone: a retried run keeps the
+        last failure's text until its next attempt ends. Unknown run ids are ignored.
+        """
+        _check_status(status)
+        ids = list(run_ids)
+
+        def tx(conn: Connection) -> None:
+            for i in range(0, len(ids), 500):  # stay under every driver's bound-parameter limit
+                conn.execute(update(Run).where(Run.run_id.in_(ids[i : i + 500])).values(status=status))
+
+        if ids:
+            self.transaction(tx, doing=f"setting {len(ids)} runs to {status!r}")
+
+    def log_events(self, sweep: str | None, kind: str, details: Mapping[str, Mapping[str, Any]]) -> None:
+        """One ``kind`` event per ``{run_id: detail}`` in one transaction, scrubbed like
+        :meth:`log_event`'s."""
+        _check_kind(kind)
+        now = _now()
+        rows = [
+            {"time": now, "kind": kind, "run_id": run_id, "sweep": sweep, "detail": _scrub_detail(dict(d))}
+            for run_id, d in details.items()
+        ]
+
+        def tx(conn: Connection) -> None:
+            conn.execute(insert(Event), rows)
+
+        if rows:
+            self.transaction(tx, doing=f"logging {len(rows)} {kind!r} events")
+
     def start_attempt(
         self,
         run_id: str,
@@ -342,8 +374,7 @@ class Store:
     def log_event(
         self, run_id: str | None, kind: str, detail: Mapping[str, Any], *, sweep: str | None = None
     ) -> None:
-        if not kind or len(kind) > 32:
-            raise StoreError(f"event kind {kind!r} must be 1-32 characters (e.g. 'submitted', 'requeued')")
+        _check_kind(kind)
 
         def tx(conn: Connection) -> None:
             nonlocal sweep
@@ -436,6 +467,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value != value:
         return None
     return value
+
+
+def _check_kind(kind: str) -> None:
+    if not kind or len(kind) > 32:
+        raise StoreError(f"event kind {kind!r} must be 1-32 characters (e.g. 'submitted', 'requeued')")
 
 
 def _check_status(status: str) -> None:

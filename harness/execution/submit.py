@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.execution.bookkeeping import log_submissions, mark_submitted, register_runs
 from harness.execution.executors.base import Executor, JobHandle, JobState
 from harness.execution.spec import Resources, RunSpec
 from harness.execution.status import latest_handles, submissions, sync
@@ -106,7 +105,8 @@ def register(store: Any, sweep_name: str, sweep_spec: dict[str, Any], planned: S
         )
         for p in planned
     ]
-    return register_runs(store, records)
+    n: int = store.register_runs(records)
+    return n
 
 
 def decide(
@@ -162,7 +162,7 @@ def submit_sweep(
     todo = [d.spec for d in decisions if d.submits]
     # Marked before the executor sees them: a job may start (or, with the debug executor, finish)
     # before submit() returns, and its own status must not be overwritten.
-    mark_submitted(store, [spec.run_id for spec in todo])
+    store.mark_runs([spec.run_id for spec in todo], "submitted")
     handles = executor.submit(todo) if todo else []
-    log_submissions(store, sweep, handles)
+    store.log_events(sweep, "submitted", {h.run_id: h.as_event() for h in handles})
     return SubmitReport(sweep, executor.name, tuple(decisions), tuple(handles))

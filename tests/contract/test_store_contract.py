@@ -284,6 +284,29 @@ def test_events_scrub_passwords_and_views_answer_sql(store: db.Store) -> None:
     assert [tuple(r) for r in latest] == [("train/reward", 11, 0.5), ("val/pass_rate", 11, 0.011)]
 
 
+def test_batched_status_and_events_validate_and_scrub_like_the_single_ones(store: db.Store) -> None:
+    _register(store, "r1")
+    _register(store, "r2", variant="loo-dapo")
+    store.set_status("r1", "failed", error="boom")
+    store.mark_runs(["r1", "r2"], "submitted")
+    runs = db.runs(store, SWEEP).set_index("run_id")
+    assert list(runs["status"]) == ["submitted", "submitted"]
+    assert runs.loc["r1", "error"] == "boom"  # a retried run keeps its last failure's text
+    with pytest.raises(db.StoreError, match="run status 'sent' is not one of"):
+        store.mark_runs(["r1"], "sent")
+    store.log_events(
+        SWEEP,
+        "submitted",
+        {"r1": {"job_id": "7_0", "url": "postgresql://lab:hunter2@db/x"}, "r2": {"job_id": "7_1"}},
+    )
+    ev = db.events(store, SWEEP)
+    assert list(ev["run_id"]) == ["r1", "r2"] and list(ev["kind"]) == ["submitted", "submitted"]
+    assert [d["job_id"] for d in ev["detail"]] == ["7_0", "7_1"]
+    assert "hunter2" not in repr(list(ev["detail"]))
+    with pytest.raises(db.StoreError, match="event kind"):
+        store.log_events(SWEEP, "", {"r1": {}})
+
+
 def test_a_run_shared_by_two_sweeps_is_seen_by_both_under_their_own_names(store: db.Store) -> None:
     _register(store, "base", "baseline", seed=1)  # sweep "loo": its baseline
     _register(store, "loo-only", "loo-dapo", seed=1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import tempfile
 import time
@@ -175,6 +176,34 @@ def _fit(flops: list[float], vals: list[float]) -> dict[str, Any] | None:
     return {k: getattr(f, k) for k in ("r0", "a", "b", "c_mid", "status") if hasattr(f, k)}
 
 
+def mismatch(recipe_path: str, overrides: list[str], batches: int = 4) -> None:
+    """Generator-vs-trainer log-prob mismatch on the warm-started policy, same weights (lag 0):
+    FP32 head vs bf16 head vs no engine rounding. Prints mean |delta log p| and the k3 KL."""
+    from harness.rl.diagnostics import mismatch_sums
+    from harness.rl.trainer import Trainer
+
+    cases: tuple[tuple[str, list[str]], ...] = (
+        ("fp32 head (baseline)", []),
+        ("bf16 head (model_dtype, loo-fp32)", ["knobs.lm_head.choice=model_dtype"]),
+        ("no engine rounding (model.dtype=float32)", ["model.dtype=float32"]),
+    )
+    for label, extra in cases:
+        tr = Trainer(load_recipe(recipe_path, [*overrides, *extra]), 0)
+        rng = torch.Generator().manual_seed(0)
+        abs_sum = kl_sum = 0.0
+        tokens = 0
+        for b in range(batches):
+            cohort = tr._start(range(b * 64, (b + 1) * 64), tr.split.train, 8, tr.spec, rng)
+            while not cohort.done():
+                tr.gen.advance(cohort, tr.spec.max_len, rng)
+            batch = cohort.result()
+            with torch.no_grad():
+                logp = tr.token_logprobs(batch, torch.arange(batch.tokens.shape[0]))
+            a, k, n = mismatch_sums(logp, batch.logp, batch.versions, batch.mask, 0)
+            abs_sum, kl_sum, tokens = abs_sum + a, kl_sum + k, tokens + n
+        print(f"{label}: {tokens} tokens, mean |dlogp| {abs_sum / tokens:.2e}, KL(k3) {kl_sum / tokens:.2e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--recipe", default=str(ROOT / "recipes" / "tiny.yaml"))
@@ -182,12 +211,17 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--loo", action="store_true", help="run the recipe's LOO variants instead")
     ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--mismatch", action="store_true", help="FP32-head log-prob mismatch on the warm start")
     ap.add_argument("overrides", nargs="*", metavar="key=value", help="recipe overrides (both trainers)")
     args = ap.parse_args()
     if args.loo:
         loo(args.recipe, args.processes)
         return
+    if args.mismatch:
+        mismatch(args.recipe, args.overrides)
+        return
     torch.set_num_threads(args.threads)
+    os.environ["SCALERL_TORCH_THREADS"] = str(args.threads)  # our trainer pins its threads from it
     # Same pipeline for a fair per-step comparison: TRL is synchronous and on-policy.
     same = ["knobs.pipeline.choice=ppo_off_policy", "knobs.pipeline.alternatives.ppo_off_policy.k=1"]
     recipe = load_recipe(args.recipe, [*same, *args.overrides])

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from db.store import PointRow
 
 # Column order of a point as the writer carries it, then run_id and attempt appended.
-VALUE_COLUMNS = ("step", "metric", "value", "nonfinite", "gpu_hours", "flops", "tokens", "samples", "wall_s")
+VALUE_COLUMNS = (
+    "step", "metric", "value", "nonfinite", "gpu_hours", "flops", "tokens", "samples", "wall_s", "n",
+)  # fmt: skip
 ALL_COLUMNS = (*VALUE_COLUMNS, "run_id", "attempt")
 
 
@@ -69,7 +71,8 @@ class PostgresCopyUpsert:
     _TEMP = (
         "CREATE TEMP TABLE IF NOT EXISTS scalerl_point_in (step integer, metric varchar(200), "
         "value double precision, nonfinite varchar(4), gpu_hours double precision, flops double precision, "
-        "tokens double precision, samples double precision, wall_s double precision) ON COMMIT DELETE ROWS"
+        "tokens double precision, samples double precision, wall_s double precision, n integer) "
+        "ON COMMIT DELETE ROWS"
     )
     _COPY = "COPY scalerl_point_in (" + ", ".join(VALUE_COLUMNS) + ") FROM STDIN"
     _MERGE = (

@@ -106,6 +106,9 @@ class Point(Base):
     tokens: Mapped[float | None] = mapped_column(Float)
     samples: Mapped[float | None] = mapped_column(Float)
     wall_s: Mapped[float | None] = mapped_column(Float)
+    # Bernoulli samples behind a pass-rate point (its binomial noise); NULL when unknown (0004).
+    # After the compute columns: the writer's row tuple and db.bulk's column order end with it.
+    n: Mapped[int | None] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer)
 
 
@@ -162,6 +165,9 @@ class Verdict(Base):
     d_b_hi: Mapped[float | None] = mapped_column(Float)
     margin: Mapped[float | None] = mapped_column(Float)
     reason: Mapped[str | None] = mapped_column(Text)
+    # Minimum detectable |dA| / |dB| at the sweep's seeds and noise, 80% power (0004).
+    mde_a: Mapped[float | None] = mapped_column(Float)
+    mde_b: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -185,6 +191,7 @@ FIT_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 VERDICT_COLUMNS: tuple[str, ...] = (
     "knob", "variant", "alternative", "metric", "axis", "verdict", "a_base", "a_variant", "d_a",
-    "d_a_lo", "d_a_hi", "b_base", "b_variant", "d_b", "d_b_lo", "d_b_hi", "margin", "reason",
+    "d_a_lo", "d_a_hi", "b_base", "b_variant", "d_b", "d_b_lo", "d_b_hi", "margin", "reason", "mde_a",
+    "mde_b",
 )  # fmt: skip
 COMPUTE_UNITS: tuple[str, ...] = ("gpu_hours", "flops", "tokens", "samples", "wall_s")

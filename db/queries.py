@@ -55,12 +55,14 @@ class PointScope:
 
 
 CURVE_COLUMNS: tuple[str, ...] = (
-    "run_id", "variant", "knob", "alternative", "seed", "step", "metric", "value", "gpu_hours",
+    "run_id", "variant", "knob", "alternative", "seed", "step", "metric", "value", "n", "gpu_hours",
     "flops", "tokens", "samples", "wall_s",
 )  # fmt: skip
 COMPUTE = ("gpu_hours", "flops", "tokens", "samples", "wall_s")
 _POINT_COLUMNS = ("run_id", "step", "metric", "value", "nonfinite", "gpu_hours", "flops", "tokens",
-                  "samples", "wall_s")  # fmt: skip
+                  "samples", "wall_s", "n")  # fmt: skip
+# Read as float64 columns (NULL -> NaN): the value, the compute units and n.
+_FLOAT_COLUMNS = ("value", *COMPUTE, "n")
 RUN_COLUMNS: tuple[str, ...] = (
     "run_id", "sweep", "variant", "knob", "alternative", "seed", "config_hash", "status", "attempts",
     "executor", "job_id", "host", "created_at", "started_at", "ended_at", "error", "n_points", "last_step",
@@ -124,7 +126,9 @@ def curves(
 ) -> pd.DataFrame:
     """Every point of a sweep (optionally one metric / some runs), ordered by run, metric, step.
 
-    Columns: CURVE_COLUMNS. ``value`` is NaN/±inf where a non-finite value was written.
+    Columns: CURVE_COLUMNS. ``value`` is NaN/±inf where a non-finite value was written. ``n``
+    (float64) is the number of Bernoulli samples behind the value, NaN when the writer did not
+    give it (imported curves, points written before schema 0004).
     """
     import pandas as pd
 
@@ -185,7 +189,7 @@ def _columns_from_arrow(table: Any) -> dict[str, Any]:
     out["+inf"] = pc.fill_null(pc.equal(flags, "+inf"), False).to_numpy(zero_copy_only=False)
     out["-inf"] = pc.fill_null(pc.equal(flags, "-inf"), False).to_numpy(zero_copy_only=False)
     out["step"] = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
-    for name in ("value", *COMPUTE):
+    for name in _FLOAT_COLUMNS:
         # NULL -> NaN.
         out[name] = table.column(name).cast(pa.float64()).to_numpy(zero_copy_only=False)
     return out
@@ -220,7 +224,7 @@ def _read_points_adbc(store: Store, scope: PointScope) -> dict[str, Any] | None:
         return None  # nothing to read: the Core path answers an empty frame at once
     filters = [Point.metric == scope.metric] if scope.metric is not None else []
     flag = case((Point.nonfinite.is_not(None), cast(Point.step, String) + ":" + Point.nonfinite))
-    numbers = ("step", "value", *COMPUTE)
+    numbers = ("step", *_FLOAT_COLUMNS)
     parts = []
     for ids in _run_parts(scope.run_ids):
         where = [Point.run_id.in_(ids), *filters]
@@ -304,7 +308,7 @@ def _read_points_copy(store: Store, scope: PointScope) -> dict[str, Any] | None:
         return buf.getvalue()
 
     data = _read(store, fn, "reading curves")
-    types = {name: pa.float64() for name in ("value", *COMPUTE)}
+    types = {name: pa.float64() for name in _FLOAT_COLUMNS}
     types |= {"run_id": pa.string(), "metric": pa.string(), "nonfinite": pa.string(), "step": pa.int64()}
     table = csv.read_csv(
         io.BytesIO(data),
@@ -332,7 +336,7 @@ def _read_points_core(store: Store, scope: PointScope) -> dict[str, Any]:
         "-inf": flags == "-inf",
         "step": np.array(by_name["step"], dtype=np.int64),
     }
-    for name in ("value", *COMPUTE):
+    for name in _FLOAT_COLUMNS:
         out[name] = np.array(by_name[name], dtype=float)  # None -> NaN
     return out
 
@@ -383,7 +387,7 @@ def _assemble(cols: dict[str, Any], meta: pd.DataFrame) -> pd.DataFrame:
     frame["step"] = step
     frame["metric"] = metric
     frame["value"] = value
-    for unit in COMPUTE:
+    for unit in ("n", *COMPUTE):
         frame[unit] = cols[unit] if order is None else cols[unit][order]
     return pd.DataFrame(frame, columns=list(CURVE_COLUMNS))
 

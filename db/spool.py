@@ -1,9 +1,10 @@
 """The local spool: where acknowledged points wait while the database is unreachable.
 
-Format: one JSON object per line, ``{"v": 1, "run_id", "attempt", "rows": [[step, metric, value,
-nonfinite, gpu_hours, flops, tokens, samples, wall_s], ...]}``; each line is written with one
-``write`` and ``fsync``'d before the writer acknowledges its points. A torn last line (the process
-died mid-write) was never acknowledged and is ignored on replay.
+Format: one JSON object per line, ``{"v": 2, "run_id", "attempt", "rows": [[step, metric, value,
+nonfinite, gpu_hours, flops, tokens, samples, wall_s, n], ...]}``; each line is written with one
+``write`` and ``fsync``'d before the writer acknowledges its points. Version 1 lines (written
+before points carried ``n``) have 9 fields per row and replay with ``n`` unknown (NULL). A
+torn last line (the process died mid-write) was never acknowledged and is ignored on replay.
 
 One file per live writer: ``<run_id>.a<attempt>.<pid>.<random>.jsonl`` under the spool
 directory (argument, else ``$SCALERL_SPOOL_DIR``, else ``.scalerl/spool``). The writer holds an
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 ENV_SPOOL = "SCALERL_SPOOL_DIR"
 DEFAULT_SPOOL = Path(".scalerl") / "spool"
+_ROW_FIELDS = 10  # len(PointRow)
 
 
 def spool_dir(directory: str | Path | None = None) -> Path:
@@ -66,7 +68,7 @@ class SpoolFile:
 
     def append(self, rows: list[PointRow]) -> None:
         """Durably append one batch (returns after fsync). Raises StoreError if the disk fails."""
-        line = json.dumps({"v": 1, "run_id": self.run_id, "attempt": self.attempt, "rows": rows})
+        line = json.dumps({"v": 2, "run_id": self.run_id, "attempt": self.attempt, "rows": rows})
         try:
             if self._fd is None:
                 self._open()
@@ -120,7 +122,8 @@ def read_batches(path: Path) -> Iterator[tuple[str, int, list[PointRow]]]:
         except json.JSONDecodeError:
             log.warning("spool file %s: skipping an unreadable line", path)
             continue
-        rows = [tuple(r) for r in obj["rows"]]
+        # A v1 row has no n (9 fields): pad it, so old spool files still replay.
+        rows = [tuple(r) if len(r) == _ROW_FIELDS else (*r, None) for r in obj["rows"]]
         yield str(obj["run_id"]), int(obj["attempt"]), rows
 
 

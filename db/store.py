@@ -33,9 +33,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 LOCK_RETRIES = 8
 # One point row as the writer and the spool carry it:
-# (step, metric, value, nonfinite, gpu_hours, flops, tokens, samples, wall_s)
+# (step, metric, value, nonfinite, gpu_hours, flops, tokens, samples, wall_s, n)
+# ``n``: Bernoulli samples behind the value (None when unknown); last, so a 9-field row of an
+# older spool file is the same row with n unknown.
 PointRow = tuple[int, str, float | None, str | None, float | None, float | None, float | None,
-                 float | None, float | None]  # fmt: skip
+                 float | None, float | None, int | None]  # fmt: skip
 
 
 def open_store(url: str | None = None, *, spool_dir: str | Path | None = None) -> Store:

@@ -2,7 +2,9 @@
 
 Contract (``harness.rl.PointSink``):
 
-- ``add(step, metrics, compute)`` validates and enqueues; it never waits for the database.
+- ``add(step, metrics, compute, n=None)`` validates and enqueues; it never waits for the
+  database. ``n`` maps a metric to the number of Bernoulli samples behind its value (e.g.
+  ``{"val/pass_rate": 512}``), so its binomial noise is known; metrics it leaves out get NULL.
 - A background thread writes batches (every ``interval`` seconds, or ``batch_size`` rows, or on
   ``flush``) through :meth:`Store.write_points`: one fenced transaction per batch, idempotent
   on (run, metric, step).
@@ -29,6 +31,7 @@ import operator
 import threading
 import time
 from collections.abc import Mapping
+from numbers import Integral
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -94,8 +97,14 @@ class PointWriter:
         """The spool file while it holds points not yet in the database."""
         return self._spool.path if self._spool.active else None
 
-    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None:
-        rows = self._rows(step, metrics, compute)
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
+        rows = self._rows(step, metrics, compute, n)
         with self._cond:
             if self._closing:
                 raise StoreError(f"PointWriter for run {self.run_id!r} is closed (fix: add before close())")
@@ -147,7 +156,13 @@ class PointWriter:
     ) -> None:
         self.close()
 
-    def _rows(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> list[PointRow]:
+    def _rows(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None,
+    ) -> list[PointRow]:
         # Hot path (called once per training step): plain loops, no per-call dict building.
         if type(step) is not int:  # numpy integers are fine; floats and bools are not
             step = self._as_step(step)
@@ -166,15 +181,34 @@ class PointWriter:
                 raise StoreError(f"run {self.run_id!r} step {step}: compute {unit}={val} must be finite")
             units[slot] = val
         gpu_hours, flops, tokens, samples, wall_s = units
+        counts = self._counts(step, metrics, n) if n else {}
         rows: list[PointRow] = []
         for metric, raw in metrics.items():
             value = float(raw)
+            k = counts.get(metric)
             if isfinite(value):
-                rows.append((step, metric, value, None, gpu_hours, flops, tokens, samples, wall_s))
+                rows.append((step, metric, value, None, gpu_hours, flops, tokens, samples, wall_s, k))
             else:
                 flag = _NONFINITE.get(value, "nan")
-                rows.append((step, metric, None, flag, gpu_hours, flops, tokens, samples, wall_s))
+                rows.append((step, metric, None, flag, gpu_hours, flops, tokens, samples, wall_s, k))
         return rows
+
+    def _counts(self, step: int, metrics: Mapping[str, float], n: Mapping[str, int]) -> dict[str, int]:
+        """Validate ``n``: each key one of this call's metrics, each value an int >= 1."""
+        out: dict[str, int] = {}
+        for metric, raw in n.items():
+            if metric not in metrics:
+                raise StoreError(
+                    f"run {self.run_id!r} step {step}: n[{metric!r}] names no metric of this point "
+                    f"(fix: use one of {sorted(metrics)})"
+                )
+            if isinstance(raw, bool) or not isinstance(raw, Integral) or int(raw) < 1:
+                raise StoreError(
+                    f"run {self.run_id!r} step {step}: n[{metric!r}]={raw!r} must be an int >= 1 "
+                    "(the number of samples behind the value)"
+                )
+            out[metric] = int(raw)
+        return out
 
     def _as_step(self, step: object) -> int:
         if isinstance(step, bool):

@@ -3,7 +3,8 @@
 ::
 
     from harness import client
-    client.log(step, {"val/pass_rate": 0.41}, compute={"gpu_hours": 1.5, "samples": 4096})
+    client.log(step, {"val/pass_rate": 0.41}, compute={"gpu_hours": 1.5, "samples": 4096},
+               n={"val/pass_rate": 512})
 
 Inside a run launched by the ``command`` runner the environment says where to write:
 ``SCALERL_RUN_ID``, ``SCALERL_ATTEMPT`` and (optionally) ``SCALERL_DB_URL``. The writer is opened
@@ -44,10 +45,17 @@ def _open() -> Any:
     return _writer
 
 
-def log(step: int, metrics: Mapping[str, float], compute: Mapping[str, float] | None = None) -> None:
+def log(
+    step: int,
+    metrics: Mapping[str, float],
+    compute: Mapping[str, float] | None = None,
+    n: Mapping[str, int] | None = None,
+) -> None:
     """Record ``metrics`` at ``step`` with the cumulative ``compute`` (gpu_hours, flops, tokens,
-    samples, wall_s). Idempotent per (step, metric)."""
-    _open().add(int(step), {k: float(v) for k, v in metrics.items()}, dict(compute or {}))
+    samples, wall_s). ``n`` (optional) maps a rate metric to the number of samples it was
+    measured on (e.g. ``{"val/pass_rate": 512}``), so the fits and verdicts know its binomial
+    noise; without it the noise is estimated from the curve. Idempotent per (step, metric)."""
+    _open().add(int(step), {k: float(v) for k, v in metrics.items()}, dict(compute or {}), n=n)
 
 
 def flush() -> None:

@@ -38,7 +38,8 @@ _A_FACTORS = np.array([0.85, 0.92, 0.97, 1.0, 1.03, 1.07, 1.12, 1.2, 1.3, 1.45, 
 
 @dataclass(frozen=True)
 class Batch:
-    """Stacked, padded curves. ``t`` is normalised log-compute; ``w`` is the 0/1 point mask."""
+    """Stacked, padded curves. ``t`` is normalised log-compute; ``m`` is the 0/1 point mask and
+    ``w`` the least-squares weight of each point (equal to ``m`` for an unweighted fit)."""
 
     t: FloatArray
     y: FloatArray
@@ -46,26 +47,36 @@ class Batch:
     mu: FloatArray
     sd: FloatArray
     r0: FloatArray
+    m: FloatArray
 
 
-def stack(xs: list[FloatArray], ys: list[FloatArray], r0: FloatArray) -> Batch:
-    """Pad curves (compute > 0, finite) into arrays and normalise their log-compute."""
+def stack(
+    xs: list[FloatArray], ys: list[FloatArray], r0: FloatArray, ws: list[FloatArray | None] | None = None
+) -> Batch:
+    """Pad curves (compute > 0, finite) into arrays and normalise their log-compute.
+
+    ``ws`` holds optional per-point weights per curve (None = all 1); the normalisation of
+    log-compute uses the mask only, so weights change the objective and nothing else.
+    """
     n = len(xs)
     m = max((x.size for x in xs), default=1)
     lx = np.zeros((n, m))
     y = np.zeros((n, m))
+    mask = np.zeros((n, m))
     w = np.zeros((n, m))
     for i, (xi, yi) in enumerate(zip(xs, ys, strict=True)):
         k = xi.size
         lx[i, :k] = np.log(xi)
         y[i, :k] = yi
-        w[i, :k] = 1.0
-    cnt = np.maximum(w.sum(1), 1.0)
-    mu = (lx * w).sum(1) / cnt
-    sd = np.sqrt((((lx - mu[:, None]) * w) ** 2).sum(1) / cnt)
+        mask[i, :k] = 1.0
+        wi = None if ws is None else ws[i]
+        w[i, :k] = 1.0 if wi is None else wi
+    cnt = np.maximum(mask.sum(1), 1.0)
+    mu = (lx * mask).sum(1) / cnt
+    sd = np.sqrt((((lx - mu[:, None]) * mask) ** 2).sum(1) / cnt)
     sd = np.where(sd > 1e-12, sd, 1.0)
-    t = (lx - mu[:, None]) / sd[:, None] * w
-    return Batch(t=t, y=y, w=w, mu=mu, sd=sd, r0=np.asarray(r0, dtype=np.float64))
+    t = (lx - mu[:, None]) / sd[:, None] * mask
+    return Batch(t=t, y=y, w=w, mu=mu, sd=sd, r0=np.asarray(r0, dtype=np.float64), m=mask)
 
 
 def _line_fit(t: FloatArray, z: FloatArray, wt: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -105,7 +116,7 @@ def coarse_init(
     if fixed_a is not None:
         cand = fixed_a[:, None]
     else:
-        ymax = np.where(b.w > 0, b.y, -np.inf).max(1)
+        ymax = np.where(b.m > 0, b.y, -np.inf).max(1)
         gain = np.maximum(ymax - r0, 1e-3)
         cand = r0[:, None] + gain[:, None] * _A_FACTORS[None, :]
         cand = np.concatenate([cand, np.full((n, 1), a_bounds[1])], axis=1)
@@ -159,15 +170,16 @@ def levenberg_marquardt(
         if active.size == 0:
             break
         t, y, w = b.t[active], b.y[active], b.w[active]
+        rw = np.sqrt(w)  # residuals and Jacobian rows scale by sqrt(weight): weighted LS
         th = theta[active]
         beta = np.exp(th[:, 2])[:, None]
         d = t - th[:, 3][:, None]
         s = _logistic(beta * d)
         gain = (th[:, 1] - th[:, 0])[:, None]
-        r = (y - (th[:, 0][:, None] + gain * s)) * w
+        r = (y - (th[:, 0][:, None] + gain * s)) * rw
         ds = s * (1.0 - s)
         jac_all = (1.0 - s, s, gain * ds * beta * d, -gain * ds * beta)
-        jac = np.stack([jac_all[c] for c in cols], axis=-1) * w[..., None]
+        jac = np.stack([jac_all[c] for c in cols], axis=-1) * rw[..., None]
         jt = jac.transpose(0, 2, 1)
         jtj = jt @ jac  # batched matmul: much faster than einsum for these shapes
         g = (jt @ r[..., None])[..., 0]
@@ -217,14 +229,20 @@ def fit_batch(
     fixed_a: FloatArray | None,
     a_bounds: tuple[float, float],
     max_iter: int,
+    ws: list[FloatArray | None] | None = None,
 ) -> FloatArray:
-    """Fit stacked curves; returns (n, 5) rows of (r0, a, b, c_mid, sse) in original units."""
+    """Fit stacked curves; returns (n, 5) rows of (r0, a, b, c_mid, sse) in original units.
+
+    ``ws`` (one entry per curve, None = unweighted) holds least-squares weights per point; the
+    returned sse is then the weighted one."""
     out = np.zeros((len(xs), 5))
     if not xs:
         return out
     r0 = np.asarray(r0, dtype=np.float64)
     for idx in _buckets(np.array([x.size for x in xs], dtype=np.int64)):
-        b = stack([xs[i] for i in idx], [ys[i] for i in idx], r0[idx])
+        b = stack(
+            [xs[i] for i in idx], [ys[i] for i in idx], r0[idx], None if ws is None else [ws[i] for i in idx]
+        )
         a0, logb0, u0 = coarse_init(b, a_bounds, None if fixed_a is None else fixed_a[idx])
         theta = np.stack([b.r0, a0, logb0, u0], axis=1)
         theta, sse = levenberg_marquardt(

@@ -26,6 +26,10 @@ from harness.errors import ConfigError
 FitStatus = Literal["ok", "pre-inflection", "too-few-points", "flat", "decreasing", "failed"]
 FloatArray = NDArray[np.float64]
 NAN = float("nan")
+# Smallest per-point standard error a weighted fit accepts: a pass rate of exactly 0 or 1 has a
+# binomial SE of 0, which would otherwise get infinite weight. 1e-3 is a tenth of a percentage
+# point, below the SE of any pass rate measured on fewer than ~250,000 prompts.
+SIGMA_FLOOR = 1e-3
 
 
 def sigmoid_curve(c: ArrayLike, r0: float, a: float, b: float, c_mid: float) -> FloatArray:
@@ -156,6 +160,17 @@ class PreparedCurve:
     status: FitStatus | None
     reason: str
     notes: str  # what cleaning did (dropped points), appended to the final reason
+    # Per-point standard errors aligned with x (floored at SIGMA_FLOOR), or None: unweighted.
+    sigma: FloatArray | None = None
+
+    @property
+    def weights(self) -> FloatArray | None:
+        """Least-squares weights 1/sigma^2 scaled so the largest is 1 (equal sigmas give exactly
+        the unweighted problem; the scale keeps the optimiser's damping well conditioned)."""
+        if self.sigma is None:
+            return None
+        w = 1.0 / self.sigma**2
+        return np.asarray(w / w.max(), dtype=np.float64) if w.size else w
 
 
 def _trend(x: FloatArray, y: FloatArray) -> tuple[float, float]:
@@ -169,14 +184,50 @@ def _trend(x: FloatArray, y: FloatArray) -> tuple[float, float]:
     return slope * span, float(np.mean(y[-k:]) - np.mean(y[:k]))
 
 
+def clean_sigma(sigma: ArrayLike | None, n_values: int) -> FloatArray | None:
+    """Per-point standard errors as a float array floored at :data:`SIGMA_FLOOR`, or None.
+
+    ``sigma`` must have one entry per input value (same order). A zero entry (a pass rate of
+    exactly 0 or 1) is floored like any small one; a non-finite or negative entry (a point whose
+    noise is unknown) gets the median of the curve's valid entries; if none is valid the fit is
+    unweighted (None).
+    """
+    if sigma is None:
+        return None
+    s = np.asarray(sigma, dtype=np.float64).ravel()
+    if s.size != n_values:
+        raise ConfigError(
+            f"{s.size} standard error(s) for {n_values} point(s)",
+            field="sigma",
+            value=s.size,
+            fix="pass one standard error per point of the curve, in the same order (or None)",
+        )
+    good = np.isfinite(s) & (s >= 0)
+    if not good.any():
+        return None
+    s = np.where(good, s, float(np.median(s[good])))
+    return np.asarray(np.maximum(s, SIGMA_FLOOR), dtype=np.float64)
+
+
 def prepare(
-    compute: ArrayLike, values: ArrayLike, options: FitOptions, r0_override: float | None = None
+    compute: ArrayLike,
+    values: ArrayLike,
+    options: FitOptions,
+    r0_override: float | None = None,
+    sigma: ArrayLike | None = None,
 ) -> PreparedCurve:
-    """Clean one curve and decide whether it can be fitted at all. Never raises on data."""
+    """Clean one curve and decide whether it can be fitted at all. Never raises on data.
+
+    ``sigma`` (one standard error per value, see :func:`clean_sigma`) is carried through the
+    same dropping, sorting and windowing as the points.
+    """
     c = np.asarray(compute, dtype=np.float64).ravel()
     v = np.asarray(values, dtype=np.float64).ravel()
+    sd = clean_sigma(sigma, v.size)
     n = min(c.size, v.size)
     c, v = c[:n], v[:n]
+    if sd is not None:
+        sd = sd[:n]
     finite = np.isfinite(c) & np.isfinite(v)
     notes = []
     if (~finite).sum():
@@ -184,6 +235,8 @@ def prepare(
     c, v = c[finite], v[finite]
     order = np.argsort(c, kind="stable")
     c, v = c[order], v[order]
+    if sd is not None:
+        sd = sd[finite][order]
     if r0_override is not None:
         r0 = float(r0_override)
     elif options.r0 is not None:
@@ -202,10 +255,11 @@ def prepare(
     if (c <= 0).sum():
         notes.append(f"{int((c <= 0).sum())} point(s) at compute <= 0 used for R0 only")
     x, y = c[keep], v[keep]
+    s_kept = None if sd is None else sd[keep]
     note = "; ".join(notes)
 
     def done(status: FitStatus | None, reason: str) -> PreparedCurve:
-        return PreparedCurve(x, y, r0, start, status, reason, note)
+        return PreparedCurve(x, y, r0, start, status, reason, note, s_kept)
 
     distinct = np.unique(x).size
     if distinct < options.min_points:

@@ -40,7 +40,8 @@ RawResult = tuple[Params | None, str]  # parameters or None, and why it failed
 class Fitter(ABC):
     """Fits prepared curves. Contract: returns one result per input, in order, never raises on
     data (a curve it cannot fit comes back as ``(None, reason)``); ``fixed_a`` (one per curve or
-    None) pins A. Stateless and thread-safe."""
+    None) pins A; a curve with ``sigma`` is fitted by weighted least squares (weights
+    ``PreparedCurve.weights``). Stateless and thread-safe."""
 
     name: ClassVar[str]
 
@@ -66,17 +67,35 @@ class FastFitter(Fitter):
             fixed_a=None if fixed_a is None else np.asarray(fixed_a, dtype=np.float64),
             a_bounds=options.a_bounds,
             max_iter=options.max_iter,
+            ws=[c.weights for c in curves],
         )
         return [((float(r[0]), float(r[1]), float(r[2]), float(r[3])), "") for r in out]
 
 
 @dataclass(frozen=True)
 class PaperGridFitter(Fitter):
-    """The paper's grid; the grid sizes are fields so a test can run a reduced one."""
+    """The paper's grid; the grid sizes are fields so a test can run a reduced one.
+
+    ``recentre_below`` (default None: the fixed ``a_grid``, the paper's 0.450..0.800) places the
+    A grid per curve instead: the same number of values and step as ``a_grid``, starting at
+    ``max(0, max(y) - recentre_below)`` (max over the fitted points), values above 1.0 dropped.
+    That is what a lab would do with the paper's procedure on a curve whose ceiling is not in
+    0.45-0.80 (bench/forecast.py, "paper grid, A recentred", uses 0.05).
+    """
 
     name: ClassVar[str] = "paper_grid"
     a_grid: tuple[float, ...] = tuple(np.round(np.arange(0.450, 0.8001, 0.005), 3).tolist())
     n_c_mid: int = 100
+    recentre_below: float | None = None
+
+    def grid_for(self, y: FloatArray) -> tuple[float, ...]:
+        """The A grid searched for a curve with fitted values ``y``."""
+        if self.recentre_below is None:
+            return self.a_grid
+        step = (self.a_grid[-1] - self.a_grid[0]) / (len(self.a_grid) - 1) if len(self.a_grid) > 1 else 0.0
+        start = max(0.0, float(np.max(y)) - self.recentre_below)
+        grid = np.round(start + step * np.arange(len(self.a_grid)), 6)
+        return tuple(float(a) for a in grid[grid <= 1.0]) or (min(start, 1.0),)
 
     def fit_prepared(
         self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
@@ -85,8 +104,9 @@ class PaperGridFitter(Fitter):
 
         results: list[RawResult] = []
         for i, c in enumerate(curves):
-            grid_a = (fixed_a[i],) if fixed_a is not None else self.a_grid
+            grid_a = (fixed_a[i],) if fixed_a is not None else self.grid_for(c.y)
             c_mids = np.geomspace(c.x[0], c.x[-1], self.n_c_mid)
+            wts = c.weights if c.weights is not None else np.ones_like(c.y)
             best: tuple[float, Params] | None = None
             for a in grid_a:
                 for c_mid in c_mids:
@@ -101,10 +121,10 @@ class PaperGridFitter(Fitter):
                     try:
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")
-                            (b_hat,), _ = curve_fit(f, c.x, c.y, p0=(1.0,), maxfev=2000)
+                            (b_hat,), _ = curve_fit(f, c.x, c.y, p0=(1.0,), sigma=c.sigma, maxfev=2000)
                     except (RuntimeError, ValueError):
                         continue
-                    sse = float(np.sum((c.y - f(c.x, b_hat)) ** 2))
+                    sse = float(np.sum(wts * (c.y - f(c.x, b_hat)) ** 2))
                     if best is None or sse < best[0]:
                         best = (sse, (c.r0, float(a), float(b_hat), float(c_mid)))
             results.append((best[1], "") if best else (None, "no grid cell converged"))
@@ -137,7 +157,7 @@ class CurveFitFitter(Fitter):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    p, _ = curve_fit(f, c.x, c.y, p0=p0, bounds=(lo, hi), maxfev=5000)
+                    p, _ = curve_fit(f, c.x, c.y, p0=p0, sigma=c.sigma, bounds=(lo, hi), maxfev=5000)
             except (RuntimeError, ValueError) as err:
                 results.append((None, f"curve_fit failed: {err}"))
                 continue
@@ -173,17 +193,36 @@ def fit_sigmoid_many(
     method: str | Fitter = "fast",
     fixed_a: Sequence[float] | None = None,
     r0: Sequence[float] | None = None,
+    sigma: Sequence[ArrayLike | None] | None = None,
 ) -> list[SigmoidFit]:
     """Fit many ``(compute, values)`` curves in one batch; one :class:`SigmoidFit` per curve.
 
     ``fixed_a`` (one value per curve) pins each curve's A; otherwise ``options.fixed_a`` pins all.
     ``r0`` (one value per curve) fixes each curve's R0 (the bootstrap keeps the original R0).
+    ``sigma`` (one entry per curve: an array with the standard error of each of that curve's
+    points, same order as its values, or None) makes the fit weighted least squares with
+    weights 1/sigma^2; sigma is floored at ``curve.SIGMA_FLOOR`` (1e-3) so that a 0/1 pass rate
+    with a zero binomial SE cannot get infinite weight. None (the default) fits unweighted.
     Degenerate curves never raise: they come back with a status and a reason.
     """
     opts = options or FitOptions()
     fitter = get_fitter(method) if isinstance(method, str) else method
+    if sigma is not None and len(sigma) != len(curves):
+        raise ConfigError(
+            f"{len(sigma)} sigma entries for {len(curves)} curves",
+            field="sigma",
+            value=len(sigma),
+            fix="pass one array (or None) per curve",
+        )
     prepared = [
-        prepare(c, v, opts, r0_override=None if r0 is None else r0[i]) for i, (c, v) in enumerate(curves)
+        prepare(
+            c,
+            v,
+            opts,
+            r0_override=None if r0 is None else r0[i],
+            sigma=None if sigma is None else sigma[i],
+        )
+        for i, (c, v) in enumerate(curves)
     ]
     if fixed_a is None and opts.fixed_a is not None:
         fixed_a = [opts.fixed_a] * len(curves)
@@ -210,10 +249,13 @@ def fit_sigmoid(
     fixed_a: float | None = None,
     options: FitOptions | None = None,
     method: str | Fitter = "fast",
+    sigma: ArrayLike | None = None,
 ) -> SigmoidFit:
     """Fit one curve. ``window`` drops compute below that absolute value; ``window_fraction``
     drops compute below that fraction of the curve's largest compute. Keyword arguments override
-    the matching fields of ``options``."""
+    the matching fields of ``options``. ``sigma`` (the standard error of each point, aligned with
+    ``values``; None = unweighted) weights the fit by 1/sigma^2, sigma floored at 1e-3 (see
+    :func:`fit_sigmoid_many`)."""
     base = options or FitOptions()
     opts = FitOptions(
         r0=r0 if r0 is not None else base.r0,
@@ -227,4 +269,6 @@ def fit_sigmoid(
         a_bounds=base.a_bounds,
         max_iter=base.max_iter,
     )
-    return fit_sigmoid_many([(compute, values)], options=opts, method=method)[0]
+    return fit_sigmoid_many(
+        [(compute, values)], options=opts, method=method, sigma=None if sigma is None else [sigma]
+    )[0]

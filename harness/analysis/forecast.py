@@ -1,7 +1,10 @@
 """Forecasts from a fit (value at a compute, compute to reach a fraction of A) and backtests.
 
 Intervals come from the bootstrap replicates of :func:`harness.analysis.uncertainty.bootstrap_fits`:
-the forecast is evaluated under every replicate and the percentile interval taken. A fit that is
+the forecast is evaluated under every replicate and the percentile interval taken. They describe
+the *fitted curve's* parameter uncertainty only: on real RL curves a 90% interval contained 26% of
+later observations (issue 12). To forecast future observations, use
+:func:`harness.analysis.forecaster.forecast_curve`, whose intervals are calibrated for that. A fit that is
 not ``ok`` (pre-inflection included) forecasts NaN with its reason: no confident number from a
 curve that has not pinned its ceiling.
 

@@ -4,7 +4,9 @@ The store's ``curves()`` frame is grouped into runs and variants; the baseline i
 with no knob (named ``baseline`` unless the sweep's spec says ``loo.baseline_name``). Every run gets
 a per-seed fit (``run_id`` set), every variant a pooled fit over its seeds with bootstrap CIs
 (``run_id`` NULL), and each non-baseline variant a verdict. Defaults come from the sweep spec's
-``fit`` section (``metric``, ``axis``, ``window``, ``margin``) where the caller does not override.
+``fit`` section (``metric``, ``axis``, ``window``, ``margin``) where the caller does not override;
+its ``power`` section (``detect_d_a``, ``detect_d_b``) asks how many seeds would detect those.
+Each point's sample count (the frame's ``n``) goes to the verdicts' noise model.
 """
 
 from __future__ import annotations
@@ -86,10 +88,13 @@ def group_curves(frame: pd.DataFrame, axis: str) -> dict[str, VariantCurves]:
     for variant, vdf in frame.groupby("variant", sort=True):
         curves: list[Curve] = []
         ids: list[str] = []
+        counts: list[np.ndarray | None] = []
         for run_id, rdf in vdf.sort_values(["seed", "run_id"]).groupby("run_id", sort=False):
             x = rdf[axis].to_numpy(dtype=np.float64)
             curves.append((x, rdf["value"].to_numpy(dtype=np.float64)))
             ids.append(str(run_id))
+            # Sample counts behind each value (NaN where unknown; no column: a frame from before n).
+            counts.append(rdf["n"].to_numpy(dtype=np.float64) if "n" in rdf else None)
         first = vdf.iloc[0]
         knob = None if first["knob"] is None or first["knob"] != first["knob"] else str(first["knob"])
         alt = first["alternative"]
@@ -99,6 +104,7 @@ def group_curves(frame: pd.DataFrame, axis: str) -> dict[str, VariantCurves]:
             knob=knob,
             alternative=None if alt is None or alt != alt else str(alt),
             run_ids=tuple(ids),
+            n=tuple(counts),
         )
     return out
 
@@ -158,7 +164,14 @@ def analyze_frame(
     groups = group_curves(frame, axis)
     base_name = _baseline_name(frame, spec)
     notes: list[str] = []
-    vopts = VerdictOptions(margin=margin, n_boot=n_boot, seed=seed)
+    power = dict((spec or {}).get("power") or {})
+    vopts = VerdictOptions(
+        margin=margin,
+        n_boot=n_boot,
+        seed=seed,
+        detect_d_a=None if power.get("detect_d_a") is None else float(power["detect_d_a"]),
+        detect_d_b=None if power.get("detect_d_b") is None else float(power["detect_d_b"]),
+    )
     if base_name is None:
         # Nothing to compare against (e.g. imported curves): fit every run and variant anyway.
         notes.append("no single baseline variant (a variant without a knob): verdicts skipped")
@@ -179,9 +192,27 @@ def analyze_frame(
         for run_id, f in analysis.run_fits.items()
     ] + [_fit_row(b.fit, None, variant, metric, axis) for variant, b in analysis.variant_fits.items()]
     verdict_rows = [v.row(metric, axis) for v in analysis.verdicts]
-    if math.isfinite(analysis.seed_noise):
-        notes.append(f"seed noise on A: {analysis.seed_noise:.4f}; margin used: {analysis.margin:.4f}")
+    notes += noise_notes(analysis)
     return SweepFitResult(sweep, metric, axis, analysis, fit_rows, verdict_rows, notes)
+
+
+def noise_notes(analysis: SweepAnalysis) -> list[str]:
+    """What the noise model found and what set the margin, in words (printed by ``scalerl fit``)."""
+    kinds = sorted(set(analysis.noise_sources.values()))
+    parts = [f"point noise: {', '.join(kinds) or 'none'} (binomial where points carry n)"]
+    if math.isfinite(analysis.seed_noise):
+        parts.append(f"seed noise on A {analysis.seed_noise:.4f}")
+    if math.isfinite(analysis.noise_a):
+        parts.append(f"measurement-noise SE of one run's A {analysis.noise_a:.4f}")
+    parts.append(f"margin used {analysis.margin:.4f} (set by the {analysis.margin_source})")
+    out = ["; ".join(parts)]
+    asked = [v for v in analysis.verdicts if v.power_note]
+    if asked:
+        out.append(
+            f"power targets at {analysis.seeds} seed(s): "
+            + "; ".join(f"{v.variant}: {v.power_note}" for v in asked)
+        )
+    return out
 
 
 def _variant_of(groups: Mapping[str, VariantCurves], run_id: str) -> str:

@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike
 
 from harness.analysis.curve import FitOptions, FloatArray, SigmoidFit
 from harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
+from harness.errors import ConfigError
 
 DEFAULT_BOOT = 200
 
@@ -57,14 +58,32 @@ def _percentile_ci(col: FloatArray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _replicate(group: Sequence[Curve], rng: np.random.Generator) -> tuple[FloatArray, FloatArray]:
+def _pool_sigma(group: Sequence[Curve], sigma: Sequence[ArrayLike | None] | None) -> FloatArray | None:
+    """The group's per-point standard errors concatenated like :func:`pool`; None when no curve
+    has any. A curve without sigma gets NaN entries, which the fit replaces by the median."""
+    if sigma is None or all(s is None for s in sigma):
+        return None
+    parts = []
+    for (_, v), s in zip(group, sigma, strict=True):
+        n = np.asarray(v).size
+        parts.append(np.full(n, np.nan) if s is None else np.asarray(s, dtype=np.float64).ravel())
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _replicate(
+    group: Sequence[Curve], rng: np.random.Generator, sigma: Sequence[ArrayLike | None] | None = None
+) -> tuple[FloatArray, FloatArray, FloatArray | None]:
+    sub_sigma: Sequence[ArrayLike | None] | None = sigma
     if len(group) > 1:
         picks = rng.integers(0, len(group), len(group))
-        c, v = pool([group[i] for i in picks])
+        sub = [group[i] for i in picks]
+        sub_sigma = None if sigma is None else [sigma[i] for i in picks]
     else:
-        c, v = pool(group)
+        sub = list(group)
+    c, v = pool(sub)
+    s = _pool_sigma(sub, sub_sigma)
     idx = rng.integers(0, c.size, c.size) if c.size else np.zeros(0, dtype=int)
-    return c[idx], v[idx]
+    return c[idx], v[idx], None if s is None else s[idx]
 
 
 def bootstrap_fits(
@@ -76,27 +95,51 @@ def bootstrap_fits(
     level: float = 0.95,
     fixed_a: Sequence[float] | None = None,
     method: str | Fitter = "fast",
+    sigma: Sequence[Sequence[ArrayLike | None]] | None = None,
 ) -> list[BootstrapResult]:
     """Fit each group (pooled over its curves) and attach bootstrap CIs for A, B and C_mid.
 
     Replicates are drawn with ``numpy.random.default_rng(seed)``, so results are reproducible.
-    A fit that is not ``ok`` keeps NaN CIs for what it cannot pin.
+    ``sigma`` (one entry per group holding one array or None per curve of that group: the
+    standard error of each point, aligned with that curve's values) makes the point fit and
+    every replicate weighted least squares with weights 1/sigma^2, sigma floored at 1e-3 (see
+    :func:`harness.analysis.fitters.fit_sigmoid_many`); points keep their sigma when resampled.
+    None (the default) fits unweighted. A fit that is not ``ok`` keeps NaN CIs for what it
+    cannot pin.
     """
     opts = options or FitOptions()
+    if sigma is not None and (
+        len(sigma) != len(groups) or any(len(s) != len(g) for s, g in zip(sigma, groups, strict=False))
+    ):
+        raise ConfigError(
+            "sigma must have one entry per group and one array (or None) per curve of the group",
+            field="sigma",
+            value=[len(s) for s in sigma],
+            fix=f"match the groups' sizes {[len(g) for g in groups]}",
+        )
     pooled = [pool(g) for g in groups]
-    points = fit_sigmoid_many(pooled, options=opts, method=method, fixed_a=fixed_a)
+    pooled_sigma = None if sigma is None else [_pool_sigma(g, s) for g, s in zip(groups, sigma, strict=True)]
+    points = fit_sigmoid_many(pooled, options=opts, method=method, fixed_a=fixed_a, sigma=pooled_sigma)
     rng = np.random.default_rng(seed)
     reps: list[tuple[FloatArray, FloatArray]] = []
+    rep_sigma: list[FloatArray | None] = []
     rep_r0: list[float] = []
     rep_a: list[float] = []
     for gi, g in enumerate(groups):
         for _ in range(n_boot):
-            reps.append(_replicate(g, rng))
+            c, v, s = _replicate(g, rng, None if sigma is None else sigma[gi])
+            reps.append((c, v))
+            rep_sigma.append(s)
             rep_r0.append(points[gi].r0)
             if fixed_a is not None:
                 rep_a.append(fixed_a[gi])
     rep_fits = fit_sigmoid_many(
-        reps, options=opts, method=method, r0=rep_r0, fixed_a=rep_a if fixed_a is not None else None
+        reps,
+        options=opts,
+        method=method,
+        r0=rep_r0,
+        fixed_a=rep_a if fixed_a is not None else None,
+        sigma=None if sigma is None else rep_sigma,
     )
     out: list[BootstrapResult] = []
     for gi, fit in enumerate(points):

@@ -2,13 +2,27 @@
 
 For each variant against the baseline (same metric, same compute axis), DESIGN.md §5:
 
-- ``unstable``: a seed diverged (non-finite values) or collapsed (its smoothed curve fell from
-  its peak by more than ``collapse_drop``), or the pooled curve decreases.
+- ``unstable``: a seed diverged (non-finite values) or collapsed, or the pooled curve decreases.
+  A collapse is a sustained drop that is significant against the points' measurement noise
+  (:mod:`harness.analysis.noise`), never a fixed threshold: the mean of the last window (the last
+  ``tail_fraction`` = 20% of the points, at least ``smooth`` = 5) lies below the highest earlier
+  window mean by more than ``z_K`` combined standard errors, where ``z_K`` is the one-sided normal
+  quantile at ``collapse_alpha / K`` (0.001, Bonferroni over the K candidate peak windows, since
+  the peak is the maximum of K noisy means), AND the drop persists: the last half-window alone
+  is still below the peak at one-sided 95%, AND the drop is at least ``collapse_drop`` (0.02, the
+  paper's margin: a smaller drop cannot change a verdict). A point's SE is its binomial SE when
+  its sample count is known, replaced by the curve's residual scatter where that is over 1.5x
+  larger (a curve that moves more from point to point than sampling explains is judged against
+  what it shows). Under pure
+  binomial noise a smooth curve is called collapsed in well under 1% of draws (tested).
 - ``unfit``: the pooled baseline or variant curve cannot be fitted (too few points, flat,
   pre-inflection, optimiser failure), or the baseline itself is unstable; the reason says which.
-- ``asymptote-mover``: ``|A_variant - A_base| > margin``, where margin is the larger of the
-  configured margin (default 0.02) and the measured seed noise on A, AND the bootstrap interval
-  of dA excludes zero. The second condition matters when the seed noise cannot be measured (one
+- ``asymptote-mover``: ``|A_variant - A_base| > margin``, where margin is the largest of the
+  configured margin (default 0.02), the measured seed noise on A (the pooled per-seed sd), and
+  the uncertainty on one run's A that its points' measurement noise implies (the mean over
+  healthy runs of the linearised weighted-least-squares SE of A, see ``_typical_a_se``);
+  ``SweepAnalysis.margin_source`` and every reason say which one set it. AND the bootstrap
+  interval of dA excludes zero. The second condition matters when the seed noise cannot be measured (one
   seed): a 0.023 gap whose interval is [-0.085, +0.041] is not a detected ceiling shift, so such a
   variant goes on to the efficiency test and its reason says why it was not called a mover.
 - ``efficiency-shaper``: A not shown to move, and after refitting both pooled curves with A fixed
@@ -22,6 +36,11 @@ For each variant against the baseline (same metric, same compute axis), DESIGN.m
 A mover's or shaper's reason ends with ``note: extrapolated ceiling (...)`` when a fitted A lies
 far above the highest value its curves reached: the verdict stands, but that A is a forecast.
 
+Fits are weighted by the points' standard errors (1/SE^2). Every verdict that compared two fits
+states its power: ``mde_a`` / ``mde_b``, the smallest |dA| / |dB| this sweep would detect with 80%
+probability at its seeds and noise (:mod:`harness.analysis.power`); a ``no-effect`` reason reads
+"no effect larger than |dA| X, |dB| Y".
+
 Every verdict carries dA with its 95% CI (from the free fits), dB with its CI (for non-movers
 from the fixed-A refits, at the Bonferroni 97.5% level of the test; for movers from the free
 fits, 95%), and the margin, so a reader can disagree. The seed noise is measured only on
@@ -34,12 +53,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from harness.analysis.curve import FitOptions, SigmoidFit
+from harness.analysis.curve import FitOptions, FloatArray, SigmoidFit, prepare
 from harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
+from harness.analysis.noise import NoiseSource, point_se, residual_se, window_se
+from harness.analysis.power import DEFAULT_POWER, mde, seeds_for
 from harness.analysis.uncertainty import DEFAULT_BOOT, BootstrapResult, bootstrap_fits, diff_ci, seed_noise
 
 VerdictKind = Literal["asymptote-mover", "efficiency-shaper", "no-effect", "unstable", "unfit"]
@@ -54,8 +77,17 @@ class VerdictOptions:
     seed: int = 0
     # Smallest efficiency change worth a verdict: 10% in B, or C_mid moving by a factor of 1.1.
     min_rel_effect: float = 0.1
-    collapse_drop: float = 0.05  # fall from the smoothed peak that counts as a collapse
-    smooth: int = 5  # moving-average width for the collapse check
+    # Collapse test (see the module docstring): false-alarm rate per curve before the Bonferroni
+    # correction over candidate peaks, the smallest drop worth calling a collapse (the paper's
+    # 0.02 margin), the last window's share of the points and its minimum width.
+    collapse_alpha: float = 0.001
+    collapse_drop: float = 0.02
+    tail_fraction: float = 0.2
+    smooth: int = 5
+    power: float = DEFAULT_POWER  # the power at which mde_a / mde_b are stated
+    # Targets from the sweep's ``power:`` section: the seeds per variant that would reach them.
+    detect_d_a: float | None = None
+    detect_d_b: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +99,12 @@ class VariantCurves:
     knob: str | None = None
     alternative: str | None = None
     run_ids: tuple[str, ...] = ()
+    # Per curve: the Bernoulli sample count behind each point (aligned with its values; NaN where
+    # unknown), or None / left out when the curve has none: its noise is then estimated.
+    n: tuple[ArrayLike | None, ...] = ()
+
+    def counts(self, i: int) -> ArrayLike | None:
+        return self.n[i] if i < len(self.n) else None
 
 
 @dataclass(frozen=True)
@@ -90,6 +128,13 @@ class Verdict:
     d_log_c_mid: float = _NAN
     d_log_c_mid_lo: float = _NAN
     d_log_c_mid_hi: float = _NAN
+    mde_a: float = _NAN  # smallest |dA| detectable at 80% power with these seeds and this noise
+    mde_b: float = _NAN
+    # Seeds per variant that reach VerdictOptions.detect_d_a / detect_d_b (None: not asked, or
+    # unreachable by seeds; ``power_note`` says which, in words).
+    seeds_for_a: int | None = None
+    seeds_for_b: int | None = None
+    power_note: str = ""
 
     def row(self, metric: str, axis: str) -> dict[str, Any]:
         """The ``store.replace_verdicts`` row (the verdict table's columns)."""
@@ -110,6 +155,8 @@ class Verdict:
             "d_b_hi",
             "margin",
             "reason",
+            "mde_a",
+            "mde_b",
         )
         return {k: getattr(self, k) for k in keys} | {"metric": metric, "axis": axis}
 
@@ -121,9 +168,71 @@ class SweepAnalysis:
     seed_noise: float
     margin: float
     verdicts: list[Verdict] = field(default_factory=list)
+    # Which component set the margin: "configured", "seed noise" or "measurement noise".
+    margin_source: str = "configured"
+    # The mean over healthy runs of the SE of A implied by the points' measurement noise.
+    noise_a: float = _NAN
+    # Where the point noise came from, per variant: binomial, residual, mixed or unknown.
+    noise_sources: dict[str, NoiseSource] = field(default_factory=dict)
+    seeds: int = 1  # the fewest seeds of any variant (what the power statements assume)
 
 
-def _instability(vc: VariantCurves, opts: VerdictOptions) -> str:
+_NORMAL = NormalDist()
+OVERDISPERSED = 1.5  # residual scatter / binomial SE above which the scatter is the noise
+
+
+def collapse(compute: ArrayLike, values: ArrayLike, se: ArrayLike, opts: VerdictOptions) -> tuple[bool, str]:
+    """(collapsed?, how) for one finite curve with per-point SEs; see the module docstring.
+
+    ``how`` describes the largest drop even when it is not a collapse (empty when the curve is
+    too short to judge: fewer than two windows of points).
+    """
+    order = np.argsort(np.asarray(compute, dtype=np.float64), kind="stable")
+    vals = np.asarray(values, dtype=np.float64)[order]
+    sd = np.asarray(se, dtype=np.float64)[order]
+    # Overdispersion: a curve that scatters clearly more than sampling explains (policy noise
+    # between evaluations) is judged against the scatter it shows. "Clearly": the residual
+    # estimate from ~30 points has a ~20% relative spread (more where a collapse step touches a
+    # few pseudo-residuals), so only a ratio above OVERDISPERSED (1.5; 1% of pure-binomial draws
+    # of the demo's curve exceed it) replaces the binomial SE: below it, noise in the estimate
+    # alone would weaken the test for no reason.
+    resid = residual_se(np.asarray(compute, dtype=np.float64)[order], vals)
+    known = sd[np.isfinite(sd)]
+    if math.isfinite(resid) and (not known.size or resid > OVERDISPERSED * float(np.median(known))):
+        sd = np.where(np.isfinite(sd), np.maximum(sd, resid), resid)
+    if not np.isfinite(sd).all():
+        return False, ""
+    size = vals.size
+    width = max(opts.smooth, math.ceil(opts.tail_fraction * size))
+    if size < 2 * width:
+        return False, ""
+    last_mean = float(vals[-width:].mean())
+    last_se = window_se(sd[-width:])
+    # Candidate peaks: every window that ends before the last window starts.
+    kernel = np.ones(width) / width
+    means = np.convolve(vals[:-width], kernel, mode="valid")
+    variances = np.convolve(sd[:-width] ** 2, kernel / width, mode="valid")
+    k = means.size
+    j = int(np.argmax(means))
+    peak, peak_se = float(means[j]), float(math.sqrt(variances[j]))
+    drop = peak - last_mean
+    combined = math.hypot(peak_se, last_se)
+    z_k = _NORMAL.inv_cdf(1.0 - opts.collapse_alpha / k)
+    z = drop / combined if combined > 0 else math.inf
+    half = max(1, width // 2)
+    half_drop = peak - float(vals[-half:].mean())
+    persists = half_drop > _NORMAL.inv_cdf(0.95) * math.hypot(peak_se, window_se(sd[-half:]))
+    collapsed = z > z_k and persists and drop > opts.collapse_drop
+    how = (
+        f"fell from a peak window mean of {peak:.3f} (points {j + 1}-{j + width}) to {last_mean:.3f} "
+        f"over its last {width} of {size} points: a drop of {drop:.3f} = {z:.1f} standard errors "
+        f"(threshold {z_k:.2f}: one-sided p < {opts.collapse_alpha:g} after {k} candidate peaks; "
+        f"point noise ~{float(np.median(sd)):.2g})"
+    )
+    return collapsed, how
+
+
+def _instability(vc: VariantCurves, sigma: Sequence[FloatArray], opts: VerdictOptions) -> str:
     """Why a variant's seeds look diverged or collapsed, or '' if they do not."""
     for i, (c, v) in enumerate(vc.curves):
         seed = vc.run_ids[i] if i < len(vc.run_ids) else f"curve {i}"
@@ -131,23 +240,64 @@ def _instability(vc: VariantCurves, opts: VerdictOptions) -> str:
         bad = int((~np.isfinite(vals)).sum())
         if bad:
             return f"diverged: {bad} non-finite value(s) in {seed}"
-        order = np.argsort(np.asarray(c, dtype=np.float64), kind="stable")
-        vals = vals[order]
-        width = max(opts.smooth, vals.size // 10)
-        if vals.size >= 2 * width:
-            ma = np.convolve(vals, np.ones(width) / width, mode="valid")
-            peak, last = float(ma.max()), float(ma[-1])
-            # Point noise from successive differences (robust: median absolute difference / 0.954
-            # estimates sigma for Gaussian noise); the peak of many noisy averages sits a few of
-            # their sigmas high, so a drop counts only beyond 5 of them.
-            sigma = float(np.median(np.abs(np.diff(vals)))) / 0.954
-            threshold = max(opts.collapse_drop, 5.0 * sigma / math.sqrt(width))
-            if peak - last > threshold:
-                return (
-                    f"collapsed: {seed} fell from a smoothed peak of {peak:.3f} to {last:.3f} "
-                    f"(more than {threshold:.3f})"
-                )
+        hit, how = collapse(c, vals, sigma[i], opts)
+        if hit:
+            return f"collapsed: {seed} {how}"
     return ""
+
+
+def _a_se_from_noise(fit: SigmoidFit, curve: Curve, sigma: FloatArray, opts: FitOptions) -> float:
+    """The SE of A that the points' measurement noise implies for one fit: the A entry of the
+    linearised weighted-least-squares covariance ``(J^T W J)^-1`` over (A, B, log C_mid) at the
+    fitted parameters, on the fit's windowed points (R0 held at its value). NaN if not ok."""
+    if not fit.ok or not all(math.isfinite(p) for p in (fit.a, fit.b, fit.c_mid, fit.r0)):
+        return math.nan
+    prep = prepare(curve[0], curve[1], opts, r0_override=fit.r0, sigma=sigma)
+    if prep.sigma is None or prep.x.size < 4:
+        return math.nan
+    x, sd = prep.x, prep.sigma
+    u = (fit.c_mid / x) ** fit.b
+    g = 1.0 / (1.0 + u)
+    gain = fit.a - fit.r0
+    jac = np.column_stack(
+        [
+            g,  # dR/dA
+            gain * u * np.log(x / fit.c_mid) * g**2,  # dR/dB
+            -gain * fit.b * u * g**2,  # dR/dlog C_mid
+        ]
+    )
+    info = (jac / sd[:, None] ** 2).T @ jac
+    try:
+        cov = np.linalg.inv(info)
+    except np.linalg.LinAlgError:
+        return math.nan
+    var_a = float(cov[0, 0])
+    return math.sqrt(var_a) if math.isfinite(var_a) and var_a > 0 else math.nan
+
+
+def _typical_a_se(a_ses: Sequence[float]) -> float:
+    """The mean of the runs' linearised SEs of A, the largest 10% left out when there are 10 or
+    more (one run whose A is barely pinned should not set every knob's margin).
+
+    The mean, not the median: the linearisation misses the sigmoid's curvature, so a typical run
+    understates the spread of A; on the demo's shape (30 points, n=128, A=0.6) 300 draws gave a
+    measured sd of A of 0.0273, a mean SE of 0.0277 and a median SE of 0.0195.
+    """
+    finite = np.sort(np.array([x for x in a_ses if math.isfinite(x)], dtype=np.float64))
+    if not finite.size:
+        return _NAN
+    keep = finite[: math.ceil(0.9 * finite.size)] if finite.size >= 10 else finite
+    return float(keep.mean())
+
+
+def _sd(col: FloatArray) -> float:
+    finite = col[np.isfinite(col)]
+    return float(np.std(finite, ddof=1)) if finite.size >= 2 else math.nan
+
+
+def diff_se(base: BootstrapResult, other: BootstrapResult, column: int) -> float:
+    """SE of (other - base) for one parameter column from the two groups' independent replicates."""
+    return math.hypot(_sd(base.samples[:, column]), _sd(other.samples[:, column]))
 
 
 def _blank(
@@ -203,6 +353,66 @@ def _extrapolation_note(fits: Sequence[tuple[VariantCurves, float]], margin: flo
     return f"; note: extrapolated ceiling ({', '.join(parts)})" if parts else ""
 
 
+def _margin(vopts: VerdictOptions, noise: float, noise_a: float) -> tuple[float, str]:
+    """The largest of the configured margin, the seed noise and the measurement-noise SE of A."""
+    parts = [(vopts.margin, "configured"), (noise, "seed noise"), (noise_a, "measurement noise")]
+    value, source = max((p for p in parts if math.isfinite(p[0])), key=lambda p: p[0])
+    return value, source
+
+
+def _no_effect_tail(mde_a: float, mde_b: float, power: float) -> str:
+    bits = [
+        f"|dA| {mde_a:.3f}" if math.isfinite(mde_a) else "",
+        f"|dB| {mde_b:.3f}" if math.isfinite(mde_b) else "",
+    ]
+    shown = " or ".join(b for b in bits if b)
+    return f"; no effect larger than {shown} ({power:.0%} power)" if shown else ""
+
+
+@dataclass(frozen=True)
+class _Power:
+    mde_a: float
+    mde_b: float
+    seeds_for_a: int | None
+    seeds_for_b: int | None
+    note: str
+
+
+def _power(
+    vopts: VerdictOptions,
+    se_a: float,
+    margin: float,
+    se_b: float,
+    alpha_b: float,
+    floor_b: float,
+    seeds_now: int,
+) -> _Power:
+    """MDEs for dA (the mover test: interval at the verdict level, floor = margin) and dB (the
+    shaper test: Bonferroni-adjusted interval, floor = min_rel_effect x B), and the seeds that
+    reach the sweep's targets."""
+    alpha = 1.0 - vopts.level
+    mde_a = mde(se_a, alpha=alpha, power=vopts.power, floor=margin)
+    mde_b = mde(se_b, alpha=alpha_b, power=vopts.power, floor=floor_b)
+    notes: list[str] = []
+    found: list[int | None] = []
+    for name, target, se, a, floor, what in (
+        ("dA", vopts.detect_d_a, se_a, alpha, margin, "the margin"),
+        ("dB", vopts.detect_d_b, se_b, alpha_b, floor_b, f"{vopts.min_rel_effect:.0%} of B"),
+    ):
+        if target is None:
+            found.append(None)
+            continue
+        n = seeds_for(target, se, seeds_now, alpha=a, power=vopts.power, floor=floor)
+        found.append(n)
+        if n is not None:
+            notes.append(f"|{name}| {target:g} needs {n} seed(s) per variant (now {seeds_now})")
+        elif math.isfinite(se) and target <= floor:
+            notes.append(f"|{name}| {target:g} is not above {what} ({floor:.3f}): no seed count reaches it")
+        else:
+            notes.append(f"|{name}| {target:g}: its noise could not be measured")
+    return _Power(mde_a, mde_b, found[0], found[1], "; ".join(notes))
+
+
 def classify(
     baseline: VariantCurves,
     variants: Sequence[VariantCurves],
@@ -211,13 +421,22 @@ def classify(
     verdict_options: VerdictOptions | None = None,
     method: str | Fitter = "fast",
 ) -> SweepAnalysis:
-    """Fit every run and every pooled variant, measure the seed noise, and judge each variant."""
+    """Fit every run and every pooled variant, measure the noise, and judge each variant."""
     opts = options or FitOptions()
     vopts = verdict_options or VerdictOptions()
     everyone = [baseline, *variants]
-    # 1. Per-seed fits (one batch): the seed-noise floor on A.
+    # 0. Every point's standard error (binomial where n is known, else from the curve's scatter).
+    sigma: dict[str, list[FloatArray]] = {}
+    sources: dict[str, NoiseSource] = {}
+    for vc in everyone:
+        per_curve = [point_se(c, v, vc.counts(i)) for i, (c, v) in enumerate(vc.curves)]
+        sigma[vc.variant] = [se for se, _ in per_curve]
+        kinds = {src for _, src in per_curve}
+        sources[vc.variant] = kinds.pop() if len(kinds) == 1 else "mixed"
+    # 1. Per-seed fits (one batch, weighted by 1/SE^2): the seed-noise floor on A.
     flat_curves = [c for vc in everyone for c in vc.curves]
-    flat_fits = fit_sigmoid_many(flat_curves, options=opts, method=method)
+    flat_sigma: list[ArrayLike | None] = [se for vc in everyone for se in sigma[vc.variant]]
+    flat_fits = fit_sigmoid_many(flat_curves, options=opts, method=method, sigma=flat_sigma)
     run_fits: dict[str, SigmoidFit] = {}
     by_variant: dict[str, list[SigmoidFit]] = {}
     k = 0
@@ -228,9 +447,17 @@ def classify(
         for i, f in enumerate(fits):
             run_fits[vc.run_ids[i] if i < len(vc.run_ids) else f"{vc.variant}#{i}"] = f
     # Seeds of a diverged or collapsed variant say nothing about the noise of healthy runs.
-    unstable = {vc.variant: _instability(vc, vopts) for vc in everyone}
+    unstable = {vc.variant: _instability(vc, sigma[vc.variant], vopts) for vc in everyone}
     noise = seed_noise({v: f for v, f in by_variant.items() if not unstable[v]})
-    margin = max(vopts.margin, noise) if math.isfinite(noise) else vopts.margin
+    a_ses = [
+        _a_se_from_noise(f, c, se, opts)
+        for vc in everyone
+        if not unstable[vc.variant]
+        for f, c, se in zip(by_variant[vc.variant], vc.curves, sigma[vc.variant], strict=True)
+    ]
+    noise_a = _typical_a_se(a_ses)
+    margin, margin_source = _margin(vopts, noise, noise_a)
+    margin_note = f" ({margin_source})"
     # 2. Pooled fits with bootstrap CIs (one batch for all variants).
     boots = bootstrap_fits(
         [vc.curves for vc in everyone],
@@ -239,9 +466,11 @@ def classify(
         seed=vopts.seed,
         level=vopts.level,
         method=method,
+        sigma=[sigma[vc.variant] for vc in everyone],
     )
     pooled = {vc.variant: b for vc, b in zip(everyone, boots, strict=True)}
     base = pooled[baseline.variant]
+    alpha = 1.0 - vopts.level
     verdicts: dict[str, Verdict] = {}
     shaper_candidates: list[tuple[VariantCurves, BootstrapResult, float, float, float, float]] = []
     for vc in variants:
@@ -265,8 +494,18 @@ def classify(
             )
             continue
         d_a, d_a_lo, d_a_hi = diff_ci(base, var, 1, vopts.level)
+        seeds_now = min(len(baseline.curves), len(vc.curves))
         if abs(d_a) > margin and _excludes_zero(d_a_lo, d_a_hi):
             d_b, d_b_lo, d_b_hi = diff_ci(base, var, 2, vopts.level)
+            pw = _power(
+                vopts,
+                diff_se(base, var, 1),
+                margin,
+                diff_se(base, var, 2),
+                alpha,
+                vopts.min_rel_effect * base.fit.b,
+                seeds_now,
+            )
             verdicts[vc.variant] = Verdict(
                 vc.knob,
                 vc.variant,
@@ -283,18 +522,25 @@ def classify(
                 d_b_lo,
                 d_b_hi,
                 margin,
-                f"|dA|={abs(d_a):.3f} > margin {margin:.3f}: the ceiling "
+                f"|dA|={abs(d_a):.3f} > margin {margin:.3f}{margin_note}: the ceiling "
                 f"{'rises' if d_a > 0 else 'drops'} (B from the free fits)"
                 + _extrapolation_note([(baseline, base.fit.a), (vc, var.fit.a)], margin),
+                mde_a=pw.mde_a,
+                mde_b=pw.mde_b,
+                seeds_for_a=pw.seeds_for_a,
+                seeds_for_b=pw.seeds_for_b,
+                power_note=pw.note,
             )
             continue
         shaper_candidates.append((vc, var, d_a, d_a_lo, d_a_hi, 0.5 * (base.fit.a + var.fit.a)))
     # 3. Efficiency: refit baseline and variant with A fixed at their mean (one batch for all).
     if shaper_candidates:
         groups: list[tuple[Curve, ...]] = []
+        group_sigma: list[list[FloatArray]] = []
         fixed: list[float] = []
         for vc, _, _, _, _, a_mean in shaper_candidates:
             groups += [baseline.curves, vc.curves]
+            group_sigma += [sigma[baseline.variant], sigma[vc.variant]]
             fixed += [a_mean, a_mean]
         refits = bootstrap_fits(
             groups,
@@ -304,8 +550,9 @@ def classify(
             level=vopts.level,
             fixed_a=fixed,
             method=method,
+            sigma=group_sigma,
         )
-        for j, (vc, _var, d_a, d_a_lo, d_a_hi, a_mean) in enumerate(shaper_candidates):
+        for j, (vc, var, d_a, d_a_lo, d_a_hi, a_mean) in enumerate(shaper_candidates):
             rb, rv = refits[2 * j], refits[2 * j + 1]
             if not (rb.fit.ok and rv.fit.ok):
                 bad = rb if not rb.fit.ok else rv
@@ -316,6 +563,15 @@ def classify(
             level2 = 1.0 - (1.0 - vopts.level) / 2.0
             d_b, d_b_lo, d_b_hi = diff_ci(rb, rv, 2, level2)
             d_c, d_c_lo, d_c_hi = diff_ci(rb, rv, 3, level2, transform="log")
+            pw = _power(
+                vopts,
+                diff_se(base, var, 1),
+                margin,
+                diff_se(rb, rv, 2),
+                1.0 - level2,
+                vopts.min_rel_effect * rb.fit.b,
+                min(len(baseline.curves), len(vc.curves)),
+            )
             b_moves = _excludes_zero(d_b_lo, d_b_hi) and abs(d_b) > vopts.min_rel_effect * rb.fit.b
             c_moves = _excludes_zero(d_c_lo, d_c_hi) and abs(d_c) > math.log1p(vopts.min_rel_effect)
             kind: VerdictKind = "efficiency-shaper" if (b_moves or c_moves) else "no-effect"
@@ -325,16 +581,17 @@ def classify(
             )
             if abs(d_a) > margin:
                 a_part = (
-                    f"|dA|={abs(d_a):.3f} > margin {margin:.3f} but its CI "
+                    f"|dA|={abs(d_a):.3f} > margin {margin:.3f}{margin_note} but its CI "
                     f"[{d_a_lo:+.3f}, {d_a_hi:+.3f}] includes 0 (no detected ceiling shift); "
                 )
             else:
-                a_part = f"|dA|={abs(d_a):.3f} <= margin {margin:.3f}; "
+                a_part = f"|dA|={abs(d_a):.3f} <= margin {margin:.3f}{margin_note}; "
             head = a_part + (
                 "efficiency differs beyond bootstrap uncertainty, "
                 if kind != "no-effect"
                 else "no efficiency difference beyond bootstrap uncertainty, "
             )
+            tail = _no_effect_tail(pw.mde_a, pw.mde_b, vopts.power) if kind == "no-effect" else ""
             verdicts[vc.variant] = Verdict(
                 vc.knob,
                 vc.variant,
@@ -353,10 +610,26 @@ def classify(
                 margin,
                 head
                 + detail
+                + tail
                 + _extrapolation_note([(baseline, base.fit.a), (vc, pooled[vc.variant].fit.a)], margin),
                 d_c,
                 d_c_lo,
                 d_c_hi,
+                mde_a=pw.mde_a,
+                mde_b=pw.mde_b,
+                seeds_for_a=pw.seeds_for_a,
+                seeds_for_b=pw.seeds_for_b,
+                power_note=pw.note,
             )
     ordered = [verdicts[vc.variant] for vc in variants]
-    return SweepAnalysis(run_fits, pooled, noise, margin, ordered)
+    return SweepAnalysis(
+        run_fits,
+        pooled,
+        noise,
+        margin,
+        ordered,
+        margin_source=margin_source,
+        noise_a=noise_a,
+        noise_sources=sources,
+        seeds=min(len(vc.curves) for vc in everyone),
+    )

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "harness.cli.train",  # train
     "harness.cli.sweep",  # sweep, status, cancel
     "harness.cli.fit",  # fit
+    "harness.cli.forecast",  # forecast
     "harness.cli.report",  # report
     "harness.cli.store",  # db upgrade / replay / current
     "harness.cli.ingest",  # import (W&B CSV, TensorBoard, parsed CSV)

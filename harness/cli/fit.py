@@ -54,6 +54,7 @@ def _fit(args: argparse.Namespace) -> int:
     import db
     from harness.analysis.fitters import get_fitter
     from harness.analysis.sweep import FitRequest, fit_sweep
+    from harness.cli.forecast import forecast_rows, load_groups, print_rows
     from harness.errors import ConfigError
 
     get_fitter(args.method)  # unknown names fail before touching the store
@@ -76,6 +77,8 @@ def _fit(args: argparse.Namespace) -> int:
     store = db.open_store(args.db)
     try:
         result = fit_sweep(store, args.sweep, req)
+        # The same forecasts as `scalerl forecast` (issue 12): each variant's seeds pooled.
+        groups = None if args.json else load_groups(store, args.sweep, result.metric, result.axis)
     finally:
         store.close()
     rows = result.verdict_rows
@@ -104,6 +107,9 @@ def _fit(args: argparse.Namespace) -> int:
         "B_base",
         "B_var",
         "dB [CI]",
+        # The smallest |dA| / |dB| this sweep would detect (80% power, at its seeds and noise).
+        "MDE dA",
+        "MDE dB",
         "reason",
     )
     table = [header] + [
@@ -117,6 +123,8 @@ def _fit(args: argparse.Namespace) -> int:
             _num(r["b_base"], ".2f"),
             _num(r["b_variant"], ".2f"),
             _ci(r["d_b"], r["d_b_lo"], r["d_b_hi"]),
+            _num(r.get("mde_a")),
+            _num(r.get("mde_b"), ".2f"),
             str(r["reason"]),
         )
         for r in rows
@@ -124,4 +132,10 @@ def _fit(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1])
+    if groups:
+        print(
+            f"forecasts at 2x each variant's largest {result.axis} (90% prediction intervals; "
+            "harness.analysis.forecast_curve, as `scalerl forecast`):"
+        )
+        print_rows(forecast_rows(groups, level=0.9), result.axis)
     return 0

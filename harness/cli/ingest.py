@@ -24,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="what the x axis measures (default: inferred from its name)",
     )
     p.add_argument(
-        "--format", dest="fmt", choices=("wandb-csv", "tensorboard", "csv"), help="skip auto-detection"
+        "--format",
+        dest="fmt",
+        choices=("wandb-csv", "tensorboard", "csv", "verl-jsonl"),
+        help="skip auto-detection",
     )
     p.add_argument(
         "--db", metavar="URL", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)"

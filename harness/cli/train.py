@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import threading
@@ -32,21 +33,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--db", default=None, metavar="URL", help="store URL (default $SCALERL_DB_URL or ./scalerl.db)"
     )
     p.add_argument("--no-db", action="store_true", help="print points as JSON lines instead of storing them")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default $SCALERL_TORCH_THREADS, else 1)"
+    )
     p.set_defaults(func=cmd_train)
 
 
 class _PrintSink:
-    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None:
-        print(json.dumps({"step": step, **metrics, **compute}), flush=True)
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
+        print(json.dumps({"step": step, **metrics, **compute, **({"n": dict(n)} if n else {})}), flush=True)
 
     def flush(self) -> None:
         return None
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    import torch
-
     from harness.recipe.hashing import config_hash, run_id
     from harness.recipe.loader import load_recipe
     from harness.rl.trainer import train
@@ -55,7 +62,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     rid = run_id(recipe, args.seed)
     workdir = Path(args.workdir) if args.workdir else Path("runs") / rid
     if args.threads:
-        torch.set_num_threads(args.threads)
+        # The trainer pins its threads from this (harness.rl.numerics); a flag beats the environment.
+        os.environ["SCALERL_TORCH_THREADS"] = str(args.threads)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

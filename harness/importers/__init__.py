@@ -1,4 +1,5 @@
-"""Curve importers: W&B panel CSV exports, TensorBoard event files, parsed-log CSVs.
+"""Curve importers: W&B panel CSV exports, TensorBoard event files, parsed-log CSVs, verl metrics
+JSON lines.
 
 ``read_curves(path)`` auto-detects the format; ``IMPORTERS`` / ``get_importer(name)`` pick one.
 :mod:`harness.importers.ingest` writes imported curves into the results store.

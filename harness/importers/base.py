@@ -20,7 +20,16 @@ from numpy.typing import NDArray
 from harness.errors import ImportFormatError
 
 # Column / tag names that are an x axis, never a metric.
-STEP_NAMES = ("step", "_step", "global_step", "iteration", "iter", "trainer/global_step")
+STEP_NAMES = (
+    "step",
+    "_step",
+    "global_step",
+    "global_steps",
+    "train_global_steps",
+    "iteration",
+    "iter",
+    "trainer/global_step",
+)
 SYSTEM_NAMES = (*STEP_NAMES, "_runtime", "_timestamp", "wall_time", "relative time (process)")
 
 
@@ -113,7 +122,7 @@ def register(cls: type[CurveImporter]) -> type[CurveImporter]:
 def _registry() -> dict[str, type[CurveImporter]]:
     # The format modules register themselves when imported; importing them here (not at package
     # import) keeps ``import harness.importers`` free of side effects beyond definitions.
-    from harness.importers import parsed_csv, tensorboard, wandb_csv  # noqa: F401
+    from harness.importers import jsonl, parsed_csv, tensorboard, wandb_csv  # noqa: F401
 
     return IMPORTERS
 
@@ -130,7 +139,8 @@ def detect(path: Path) -> CurveImporter:
             return importer
     raise ImportFormatError(
         f"{path}: unrecognised curve file (fix: pass --format, one of {sorted(_registry())}; "
-        "W&B panel CSV exports, TensorBoard event files and CSVs with a step column are supported)"
+        "W&B panel CSV exports, TensorBoard event files, CSVs with a step column and verl JSON lines "
+        "are supported)"
     )
 
 

@@ -10,6 +10,7 @@ A sweep YAML (``recipes/loo.yaml``) looks like::
     seeds: [0, 1, 2]
     budget: {value: 16000, unit: gpu_hours} # per run; replaces the recipe's budget
     fit: {metric: val/pass_rate, axis: gpu_hours, window: {start: 1500}, margin: 0.02}
+    power: {detect_d_a: 0.03}     # optional: `scalerl fit` says how many seeds reach |dA| = 0.03
     resources: {cpus: 8, gpus: 8, mem_gb: 512, time_min: 1440, profile: h100}
     executor: slurm               # local | slurm | debug
     max_retries: 3
@@ -21,6 +22,9 @@ Fields other pieces read (keep the names):
   ``start``: absolute compute on ``axis`` below which points are dropped, or ``fraction``: the
   share of each curve's compute range dropped from its start), ``margin`` (the minimum |ΔA| that
   counts as an asymptote move).
+* ``power`` (:class:`PowerSpec`), read by analysis: ``detect_d_a`` / ``detect_d_b``, the |ΔA| /
+  |ΔB| the sweep should be able to detect; ``scalerl fit`` reports the seeds per variant that
+  would reach each at the measured noise (:mod:`harness.analysis.power`).
 * ``resources`` (:class:`Resources`), read by execution: per run ``cpus``, ``gpus``, ``mem_gb``,
   ``time_min`` (wall limit of one job attempt, minutes) and ``profile`` (a name under ``slurm/``,
   whose partition/account/qos apply; null = none).
@@ -78,6 +82,16 @@ class FitSpec(Frozen):
     axis: FitAxis = "gpu_hours"
     window: FitWindow = FitWindow(start=0.0)
     margin: float = Field(0.02, ge=0.0, lt=1.0, description="minimum |A_variant - A_base| for a mover")
+
+
+class PowerSpec(Frozen):
+    """Effects the sweep should be able to detect (80% power at the verdict level); both optional.
+
+    ``scalerl fit`` answers with the seeds per variant that reach them at the measured noise.
+    """
+
+    detect_d_a: float | None = Field(None, gt=0.0, lt=1.0, description="target |A_variant - A_base|")
+    detect_d_b: float | None = Field(None, gt=0.0, description="target |B_variant - B_base|")
 
 
 class Resources(Frozen):
@@ -174,6 +188,7 @@ class SweepSpec(Frozen):
     seeds: list[NonNegativeInt] = Field(default_factory=lambda: [0], min_length=1)
     budget: BudgetConfig | None = None
     fit: FitSpec = FitSpec()
+    power: PowerSpec = PowerSpec()
     resources: Resources = Resources()
     executor: Literal["local", "slurm", "debug"] = "local"
     max_retries: NonNegativeInt = 2

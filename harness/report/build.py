@@ -95,6 +95,12 @@ def load_report_data(
         logged = sorted(map(str, queries.curves(store, sweep, run_ids=[sample])["metric"].unique()))
         raise ConfigError(f"sweep {sweep!r} has no points for this metric", field="--metric", value=metric,
                           fix=f"use one that its runs log: {', '.join(logged)}")  # fmt: skip
+    from harness.report.diagnostics import DIAGNOSTIC_PANELS
+
+    # One query per diagnostic: reading every metric of a lab-scale sweep would be far larger.
+    diag_parts = [queries.curves(store, sweep, metric=m) for m in DIAGNOSTIC_PANELS]
+    diag_parts = [d for d in diag_parts if not d.empty]
+    diagnostics = pd.concat(diag_parts, ignore_index=True) if diag_parts else pd.DataFrame()
     stored_fits = queries.fits(store, sweep)
     stored_verdicts = queries.verdicts(store, sweep)
     chosen = axis or stored_axis(stored_fits, metric)
@@ -116,5 +122,5 @@ def load_report_data(
         sweep=sweep, metric=metric, axis=chosen or DEFAULT_AXIS, runs=runs, curves=curves, fits=fits,
         verdicts=verdicts, fits_source=source, store_kind=store_kind,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), notes=tuple(notes),
-        max_points_per_run=max_points_per_run,
+        max_points_per_run=max_points_per_run, diagnostics=diagnostics,
     )  # fmt: skip

@@ -5,10 +5,13 @@ from a store, a notebook, or frames a test constructs. One colour per variant; a
 share its legend group, so one click hides the variant. A button toggles the compute axis between
 linear and log.
 
-The band around a fitted curve is the envelope of Eq. 1 over the corners of the fit's parameter
-intervals (A, B, C_mid). R(C) is monotone in A and in C_mid, and in B on either side of C_mid,
-so the corners bound every curve inside that box: a conservative band that needs only the
-stored columns.
+The band around a fitted curve, over the compute the data covers, is the envelope of Eq. 1 over
+the corners of the fit's parameter intervals (A, B, C_mid). R(C) is monotone in A and in C_mid,
+and in B on either side of C_mid, so the corners bound every curve inside that box: a
+conservative band that needs only the stored columns. Beyond the data, the dashed extrapolation
+and its band are :func:`harness.analysis.forecast_curve` on the fit's points (the same forecast
+as ``scalerl forecast``) with its :data:`FORECAST_LEVEL` prediction interval; where it has no
+sound forecast, the fitted sigmoid and its parameter box are drawn instead.
 """
 
 from __future__ import annotations
@@ -32,6 +35,22 @@ if TYPE_CHECKING:
 # listed in the legend with its reason and gets no curve, extrapolation or band.
 CONFIDENT_STATUSES: frozenset[str] = frozenset({"ok"})
 LEGEND_SEEDS_UP_TO = 24
+# The extrapolation band's level: forecast_curve's default (90% of future observations).
+FORECAST_LEVEL = 0.9
+
+
+def _fit_points(pts: pd.DataFrame, fit: pd.Series, axis: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The points a fit row describes: its run's, or every run of its variant for a pooled fit."""
+    if pts.empty:
+        return None
+    run_id = fit.get("run_id")
+    if run_id is None or pd.isna(run_id):
+        mine = pts[pts["variant"] == fit["variant"]]
+    else:
+        mine = pts[pts["run_id"] == run_id]
+    if mine.empty:
+        return None
+    return mine[axis].to_numpy(dtype=float), mine["value"].to_numpy(dtype=float)
 
 
 def _band(c: np.ndarray, fit: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
@@ -142,7 +161,7 @@ def curves_figure(
 
     windows: set[float] = set()
     for _, fit in fit_rows.iterrows():
-        _add_fit(fig, fit, colors, x_min_pos, x_max, extrapolate_factor)
+        _add_fit(fig, fit, colors, x_min_pos, x_max, extrapolate_factor, _fit_points(pts, fit, axis))
         w = _num(fit.get("window_start"))
         if w is not None and w > 0:
             windows.add(w)
@@ -185,8 +204,11 @@ def _add_fit(
     x_min: float,
     x_max: float,
     extrapolate_factor: float,
+    points: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> None:
     import plotly.graph_objects as go
+
+    from harness.analysis.forecaster import forecast_curve
 
     variant = str(fit["variant"])
     color = colors.get(variant, "#000")
@@ -220,15 +242,26 @@ def _add_fit(
         )
     )  # fmt: skip
     ext_x = np.geomspace(x_max, x_max * max(extrapolate_factor, 1.0), 80)
+    forecast = None if points is None else forecast_curve(points[0], points[1], ext_x, level=FORECAST_LEVEL)
+    if forecast is not None and not forecast.ok:
+        forecast = None
     fig.add_trace(
         go.Scatter(
-            x=ext_x, y=sigmoid(ext_x, r0, a, b, c_mid), mode="lines", name=f"extrapolation {label}",
+            x=ext_x, y=sigmoid(ext_x, r0, a, b, c_mid) if forecast is None else forecast.value,
+            mode="lines", name=f"extrapolation {label}",
             line={"color": color, "width": 2, "dash": "dash"}, hovertemplate=head + "<extra></extra>",
             **common,
         )
     )  # fmt: skip
     band_x = np.concatenate([data_x, ext_x[1:]])
     band = _band(band_x, fit)
+    if forecast is not None:
+        # Over the data: the parameter box (or the fitted curve); beyond it: the forecast interval.
+        inside = band if band is not None else (sigmoid(band_x, r0, a, b, c_mid),) * 2
+        band = (
+            np.concatenate([inside[0][: data_x.size], forecast.lo[1:]]),
+            np.concatenate([inside[1][: data_x.size], forecast.hi[1:]]),
+        )
     if band is None:
         return
     lo, hi = band

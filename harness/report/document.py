@@ -16,6 +16,7 @@ import pandas as pd
 
 from harness.report._style import AXIS_LABELS, esc, fmt, fmt_interval
 from harness.report.curves import curves_figure
+from harness.report.diagnostics import diagnostics_figure
 from harness.report.overview import latest_values, overview_figure
 from harness.report.verdicts import knob_map_figure, verdict_table_html
 
@@ -51,6 +52,7 @@ class ReportData:
     generated_at: str
     notes: tuple[str, ...] = field(default_factory=tuple)
     max_points_per_run: int = 400
+    diagnostics: pd.DataFrame = field(default_factory=pd.DataFrame)  # diag/* points (curves columns)
 
 
 def _figure_html(fig: go.Figure, first: bool) -> str:
@@ -145,6 +147,8 @@ def render_html(data: ReportData) -> str:
         )  # fmt: skip
     else:
         sections.append("<h2>Curves</h2><p>No points recorded for this sweep yet.</p>")
+    if not data.diagnostics.empty:
+        add_figure("Mechanism diagnostics (mean over seeds)", diagnostics_figure(data.diagnostics))
     if not data.verdicts.empty:
         add_figure("Knob map", knob_map_figure(data.verdicts))
         sections.append("<h2>Verdicts</h2>" + verdict_table_html(data.verdicts))

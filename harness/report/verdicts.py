@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # Table columns: (header, how to render a row).
 _TABLE_HEADERS: tuple[str, ...] = (
     "knob", "variant", "alternative", "verdict", "ΔA", "ΔA interval", "ΔB", "ΔB interval",
-    "A base", "A variant", "margin", "reason",
+    "A base", "A variant", "margin", "MDE ΔA", "MDE ΔB", "reason",
 )  # fmt: skip
 
 
@@ -31,7 +31,8 @@ def _table_cells(row: pd.Series) -> list[str]:
         esc(row.get("verdict")), fmt(row.get("d_a")),
         fmt_interval(row.get("d_a_lo"), row.get("d_a_hi")), fmt(row.get("d_b")),
         fmt_interval(row.get("d_b_lo"), row.get("d_b_hi")), fmt(row.get("a_base")),
-        fmt(row.get("a_variant")), fmt(row.get("margin")), esc(row.get("reason")),
+        fmt(row.get("a_variant")), fmt(row.get("margin")), fmt(row.get("mde_a")),
+        fmt(row.get("mde_b")), esc(row.get("reason")),
     ]  # fmt: skip
 
 

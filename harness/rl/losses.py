@@ -52,6 +52,11 @@ class PolicyLoss(ABC):
     def token_terms(self, logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor) -> Tensor:
         """Per-token loss terms [B, T] (negated objective), zero where ``mask`` is 0."""
 
+    @abstractmethod
+    def clipped(self, logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor) -> Tensor:
+        """Bool [B, T]: the masked tokens whose importance ratio this loss clipped or truncated
+        (the ``diag/clip_share`` diagnostic). Same arguments as :meth:`token_terms`; no gradient."""
+
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> PolicyLoss:
         """Build from the knob alternative's parameters (``LossKnob.active_params()``)."""
@@ -74,6 +79,12 @@ def _prepare(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor) -> tuple
     # torch.where (not multiplication) so masked -inf / NaN log-probs cannot poison the gradient.
     log_ratio = torch.where(keep, logp - old_logp.detach(), torch.zeros_like(logp))
     return log_ratio, adv.detach().to(logp.dtype).unsqueeze(1), keep
+
+
+def _clipped_side(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float) -> Tensor:
+    """Where PPO's clip is active (zero gradient): ``r > 1+eps_high`` with ``A > 0``, or
+    ``r < 1-eps_low`` with ``A < 0``."""
+    return ((ratio > 1.0 + eps_high) & (adv > 0)) | ((ratio < 1.0 - eps_low) & (adv < 0))
 
 
 def _clipped_surrogate(ratio: Tensor, adv: Tensor, eps_low: float, eps_high: float) -> Tensor:
@@ -102,6 +113,10 @@ class CISPO(PolicyLoss):
         safe_logp = torch.where(keep, logp, torch.zeros_like(logp))
         return torch.where(keep, -(weight * a * safe_logp), torch.zeros_like(logp))
 
+    def clipped(self, logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor) -> Tensor:
+        log_ratio, _, keep = _prepare(logp.detach(), old_logp, adv, mask)
+        return keep & (log_ratio.exp() > self.eps_max)
+
 
 @dataclass(frozen=True)
 class DAPO(PolicyLoss):
@@ -122,6 +137,10 @@ class DAPO(PolicyLoss):
         log_ratio, a, keep = _prepare(logp, old_logp, adv, mask)
         surrogate = _clipped_surrogate(log_ratio.exp(), a, self.eps_low, self.eps_high)
         return torch.where(keep, -surrogate, torch.zeros_like(logp))
+
+    def clipped(self, logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor) -> Tensor:
+        log_ratio, a, keep = _prepare(logp.detach(), old_logp, adv, mask)
+        return keep & _clipped_side(log_ratio.exp(), a, self.eps_low, self.eps_high)
 
 
 @dataclass(frozen=True)
@@ -148,6 +167,13 @@ class GSPO(PolicyLoss):
         surrogate = _clipped_surrogate(seq_ratio, a, self.eps_low, self.eps_high)
         return torch.where(keep, -surrogate.expand_as(logp), torch.zeros_like(logp))
 
+    def clipped(self, logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor) -> Tensor:
+        # Sequence-level: every masked token of a sequence whose length-normalised ratio is clipped.
+        log_ratio, a, keep = _prepare(logp.detach(), old_logp, adv, mask)
+        n_tokens = keep.sum(dim=1, keepdim=True).clamp(min=1).to(logp.dtype)
+        seq_ratio = (log_ratio.sum(dim=1, keepdim=True) / n_tokens).exp()
+        return keep & _clipped_side(seq_ratio, a, self.eps_low, self.eps_high).expand_as(keep)
+
 
 @dataclass(frozen=True)
 class GRPO(PolicyLoss):
@@ -165,6 +191,10 @@ class GRPO(PolicyLoss):
         log_ratio, a, keep = _prepare(logp, old_logp, adv, mask)
         surrogate = _clipped_surrogate(log_ratio.exp(), a, self.eps, self.eps)
         return torch.where(keep, -surrogate, torch.zeros_like(logp))
+
+    def clipped(self, logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor) -> Tensor:
+        log_ratio, a, keep = _prepare(logp.detach(), old_logp, adv, mask)
+        return keep & _clipped_side(log_ratio.exp(), a, self.eps, self.eps)
 
 
 LOSSES: dict[str, type[PolicyLoss]] = {cls.name: cls for cls in (CISPO, DAPO, GSPO, GRPO)}

@@ -15,7 +15,8 @@ model this small (casts dominate), so only the head follows ``model.dtype``: the
 still real on CPU, ``fp32`` computes the final projection and log-softmax in float32, and
 ``model_dtype`` computes both in ``model.dtype`` (bfloat16 in the tiny preset). Checkpoints from
 ``model.path`` are loaded in ``model.dtype``, body and all. Generator and trainer call the same
-:meth:`Policy.logprobs`, so the knob applies to both.
+:meth:`Policy.logprobs`, so the knob applies to both; the generator does so on an engine copy
+with bf16-rounded weights (``generation/hf.py``), so their numerics differ as an engine's would.
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ from torch import Tensor
 
 from harness.errors import ConfigError
 from harness.recipe.schema import Recipe
+from harness.rl.numerics import Numerics, pin
 from harness.rl.tasks import THINK_END, Task, make_split, make_task
 from harness.rl.tokenizer import TOKENIZER_VERSION, CharTokenizer
 
 log = logging.getLogger(__name__)
 
-# Bump when the warm start or the tiny architecture changes: it is part of the cache key.
-POLICY_CODE_VERSION = "tiny-llama-v2"
+# Bump when the warm start's code or the cache entry's format changes: it is part of the cache key.
+# v3: the key covers the CPU numerics, torch/transformers versions and the full model config.
+POLICY_CODE_VERSION = "tiny-llama-v3"
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
@@ -178,17 +181,33 @@ def _load_hf(path: str, dtype: torch.dtype, head_fp32: bool) -> Policy:
     )
 
 
-def tiny_cache_key(recipe: Recipe) -> str:
-    """Content hash of everything that determines the warm-started weights."""
+def tiny_cache_key(recipe: Recipe, numerics: Numerics | None = None) -> str:
+    """Content hash of everything that determines the warm-started weights.
+
+    Covers: the tiny architecture (the full transformers config it builds, so a transformers
+    default that changes is caught too), warm-start steps/lr/seed, the task and its split, the
+    tokenizer's vocabulary, the model dtype, the code/format version, the torch and transformers
+    versions and the CPU kernels in effect (:class:`harness.rl.numerics.Numerics`; a policy warmed
+    up with other kernels is a different policy, see that module). ``numerics`` None: pin now.
+    """
+    import transformers
+
+    num = numerics if numerics is not None else pin()
+    tok = CharTokenizer()
     ident = {
         "tiny": recipe.model.tiny.model_dump(mode="json"),
+        "arch": _tiny_config(recipe, tok.vocab_size).to_dict(),
         "dtype": recipe.model.dtype,
         "task": recipe.task.model_dump(mode="json"),
-        "tokenizer": TOKENIZER_VERSION,
+        "tokenizer": [TOKENIZER_VERSION, hashlib.sha256("\x00".join(tok.vocab).encode()).hexdigest()],
         "code": POLICY_CODE_VERSION,
         "max_len": _max_positions(recipe),
+        "numerics": num.key(),
+        "transformers": transformers.__version__,
     }
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+    # The config dict carries its transformers version: keep it out, the key has it once above.
+    ident["arch"].pop("transformers_version", None)
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
 def _max_positions(recipe: Recipe) -> int:
@@ -196,8 +215,8 @@ def _max_positions(recipe: Recipe) -> int:
     return max(1024, 64 + recipe.scale.max_gen_len)
 
 
-def _tiny_model(recipe: Recipe, vocab_size: int) -> Any:
-    from transformers import LlamaConfig, LlamaForCausalLM
+def _tiny_config(recipe: Recipe, vocab_size: int) -> Any:
+    from transformers import LlamaConfig
 
     t = recipe.model.tiny
     if t.d_model % t.n_head:
@@ -221,7 +240,13 @@ def _tiny_model(recipe: Recipe, vocab_size: int) -> Any:
         pad_token_id=0,
     )
     config._attn_implementation = "sdpa"
-    return LlamaForCausalLM(config)
+    return config
+
+
+def _tiny_model(recipe: Recipe, vocab_size: int) -> Any:
+    from transformers import LlamaForCausalLM
+
+    return LlamaForCausalLM(_tiny_config(recipe, vocab_size))
 
 
 def _tiny_cached(recipe: Recipe) -> Any:
@@ -229,7 +254,8 @@ def _tiny_cached(recipe: Recipe) -> Any:
 
     target = cache_dir() / tiny_cache_key(recipe)
     if (target / "config.json").exists():
-        return LlamaForCausalLM.from_pretrained(target, local_files_only=True)
+        # float32 explicitly: the warm start trains float32 master weights, whatever the default.
+        return LlamaForCausalLM.from_pretrained(target, local_files_only=True, dtype=torch.float32)
     model = warm_start(recipe)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))

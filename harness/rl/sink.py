@@ -3,6 +3,9 @@
 ``db.PointWriter`` implements the same protocol against the results store. Contract: ``add`` may
 be called again for a step already seen (after a resume the trainer re-emits the points between
 the checkpoint and the interruption with identical values); sinks key points by (step, metric).
+``n`` maps a metric to the number of Bernoulli samples behind its value (``val/pass_rate``:
+validation prompts x k), from which the analysis derives each point's binomial standard error;
+metrics missing from it (or ``n=None``) carry no sample count.
 """
 
 from __future__ import annotations
@@ -14,7 +17,13 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class PointSink(Protocol):
-    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None: ...
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None: ...
 
     def flush(self) -> None: ...
 
@@ -24,6 +33,7 @@ class Point:
     step: int
     metrics: dict[str, float]
     compute: dict[str, float]
+    n: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -33,8 +43,14 @@ class ListSink:
     points: list[Point] = field(default_factory=list)
     flushes: int = 0
 
-    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None:
-        self.points.append(Point(step, dict(metrics), dict(compute)))
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
+        self.points.append(Point(step, dict(metrics), dict(compute), dict(n or {})))
 
     def flush(self) -> None:
         self.flushes += 1

@@ -16,7 +16,13 @@ One optimizer step, in order (each knob is looked up in its registry, nothing el
 
 Validation (``eval.every_steps``, plus step 0 and the last step) samples ``eval.k`` completions
 per held-out prompt from a generator stream seeded by (seed, step), so it never perturbs training
-and a resumed run re-emits identical points.
+and a resumed run re-emits identical points. Each point carries ``n``, the Bernoulli samples
+behind it (``n_val x k`` for ``val/pass_rate``), and the mechanism diagnostics of the steps since
+the previous point (:mod:`harness.rl.diagnostics`).
+
+Reproducibility: the trainer pins its process's numerics first (:func:`harness.rl.numerics.pin`:
+threads, CPU kernel family, deterministic algorithms) and seeds python, numpy and torch from the
+run seed, so a run is bit-identical on any AVX2 x86-64 machine with the same torch build.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +45,20 @@ from harness.rl import checkpoint
 from harness.rl.advantages import compute_advantages
 from harness.rl.aggregation import aggregate
 from harness.rl.compute import ComputeMeter
+from harness.rl.diagnostics import (
+    DiagWindow,
+    adv_std,
+    lag_stats,
+    mismatch_sums,
+    ratio_sum,
+    zero_var_dropped,
+)
 from harness.rl.filters import ResamplingTracker, make_zero_variance_filter
 from harness.rl.generation.base import Cohort, Generator, Rollouts, SamplingSpec, make_generator
 from harness.rl.length import Interruption, make_length_control
 from harness.rl.losses import make_loss
 from harness.rl.model import Policy, build_policy, non_embedding_params
+from harness.rl.numerics import Numerics, pin, seed_everything
 from harness.rl.pipeline import Schedule, make_schedule
 from harness.rl.sampler import PromptSampler
 from harness.rl.sink import PointSink
@@ -76,6 +91,8 @@ class StepStats:
 
     sums: dict[str, float]
     steps: int = 0
+    diag: DiagWindow = field(default_factory=DiagWindow)
+    samples: int = 0  # rollouts behind train/reward
 
     @classmethod
     def empty(cls) -> StepStats:
@@ -93,9 +110,11 @@ class StepStats:
 class Trainer:
     """Everything one run holds; :meth:`state_dict` / :meth:`load_state_dict` round-trip it."""
 
-    def __init__(self, recipe: Recipe, seed: int) -> None:
+    def __init__(self, recipe: Recipe, seed: int, threads: int | None = None) -> None:
         self.recipe, self.seed = recipe, seed
-        torch.manual_seed(seed)
+        # Before anything computes: the kernels are chosen at their first use (see numerics).
+        self.numerics: Numerics = pin(threads)
+        seed_everything(seed)
         self.policy: Policy = build_policy(recipe)
         self.task = make_task(recipe.task.name, recipe.task.params)
         self.split = make_split(self.task, recipe.task.n_train, recipe.task.n_val, recipe.task.seed)
@@ -205,10 +224,17 @@ class Trainer:
         self._record_pass_rates(batch, correct)
         self.max_lag = max(self.max_lag, self.step - batch.min_version())
         rows = torch.nonzero(keep).flatten()
+        diag = self.stats.diag
+        dropped, prompts = zero_var_dropped(keep, group)
+        diag.add("dropped_prompts", dropped)
+        diag.add("prompts", prompts)
+        diag.add("adv_std_sum", adv_std(adv))
+        diag.add("steps", 1)
         self.opt.zero_grad(set_to_none=True)
         if len(rows):
             logp = self.token_logprobs(batch, rows)
             mask = batch.mask[rows]
+            self._diagnose(logp, batch, rows, adv[rows], mask)
             terms = self.loss_fn.token_terms(logp, batch.logp[rows], adv[rows], mask)
             loss = aggregate(terms, mask, group[rows], self.recipe.knobs.aggregation.choice)
             loss.backward()
@@ -222,6 +248,7 @@ class Trainer:
         self.step += 1
         self.gen.update_weights(self.policy.model, self.step)
         n = len(rewards)
+        self.stats.samples += n
         return (
             {
                 "train/reward": float(rewards.mean()),
@@ -233,6 +260,22 @@ class Trainer:
             if n
             else {}
         )
+
+    def _diagnose(self, logp: Tensor, batch: Rollouts, rows: Tensor, adv: Tensor, mask: Tensor) -> None:
+        """Accumulate the per-token diagnostics of the trained rows (see harness.rl.diagnostics)."""
+        d = self.stats.diag
+        versions, old = batch.versions[rows], batch.logp[rows]
+        lag_sum, tokens, lag_max = lag_stats(versions, mask, self.step)
+        d.add("lag_sum", lag_sum)
+        d.add("tokens", tokens)
+        if tokens:
+            d.peak("lag_max", lag_max)
+        d.add("clipped", float(self.loss_fn.clipped(logp, old, adv, mask).sum()))
+        d.add("ratio_sum", ratio_sum(logp, old, mask)[0])
+        abs_sum, kl_sum, n0 = mismatch_sums(logp, old, versions, mask, self.step)
+        d.add("abs_diff_sum", abs_sum)
+        d.add("kl_sum", kl_sum)
+        d.add("lag0_tokens", n0)
 
     def _record_pass_rates(self, batch: Rollouts, correct: Tensor) -> None:
         by_prompt: dict[int, list[float]] = {}
@@ -249,6 +292,11 @@ class Trainer:
         return batch
 
     # ------------------------------------------------------------------ evaluation
+    def eval_samples(self) -> int:
+        """Bernoulli samples behind one ``val/pass_rate`` point: validation prompts x ``eval.k``."""
+        e = self.recipe.eval
+        return min(e.n_val or len(self.split.val), len(self.split.val)) * e.k
+
     def evaluate(self) -> float:
         e = self.recipe.eval
         n_val = min(e.n_val or len(self.split.val), len(self.split.val))
@@ -258,7 +306,9 @@ class Trainer:
         cohort = self._start(range(n_val), self.split.val, e.k, spec, rng)
         while not cohort.done():
             self.gen.advance(cohort, spec.max_len, rng)
-        return float(self._scores(cohort.result(), self.split.val).mean())
+        scores = self._scores(cohort.result(), self.split.val)
+        # passes / samples in float64: exact to the last digit, not a float32 mean's rounding.
+        return float(scores.sum().item()) / len(scores)
 
     # ------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict[str, Any]:
@@ -275,7 +325,7 @@ class Trainer:
             "step": self.step,
             "schedule": self.schedule,
             "meter": self.meter.state_dict(),
-            "stats": (self.stats.sums, self.stats.steps),
+            "stats": (self.stats.sums, self.stats.steps, self.stats.diag.state(), self.stats.samples),
             "max_lag": self.max_lag,
         }
 
@@ -292,29 +342,45 @@ class Trainer:
         self.step = s["step"]
         self.schedule = s["schedule"]
         self.meter = ComputeMeter(**s["meter"])
-        self.stats = StepStats(dict(s["stats"][0]), s["stats"][1])
+        st = s["stats"]
+        diag = DiagWindow(*map(dict, st[2])) if len(st) > 2 else DiagWindow()
+        self.stats = StepStats(dict(st[0]), st[1], diag, st[3] if len(st) > 3 else 0)
         self.max_lag = s["max_lag"]
         self.gen.update_weights(self.policy.model, self.step)
 
 
 def _emit(trainer: Trainer, sink: PointSink) -> dict[str, float]:
-    metrics = {"val/pass_rate": trainer.evaluate(), **trainer.stats.means()}
-    sink.add(trainer.step, metrics, trainer.meter.snapshot())
+    stats = trainer.stats
+    metrics = {"val/pass_rate": trainer.evaluate(), **stats.means()}
+    if stats.steps:
+        metrics.update(stats.diag.metrics(len(trainer.tracker.retired())))
+    n = {"val/pass_rate": trainer.eval_samples()}
+    if stats.samples and isinstance(trainer.length_control, Interruption):
+        # A mean of 0/1 rewards only under interruption (the length penalty makes them real-valued).
+        n["train/reward"] = stats.samples
+    sink.add(trainer.step, metrics, trainer.meter.snapshot(), n=n)
     trainer.stats = StepStats.empty()
     return metrics
 
 
 def train(
-    recipe: Recipe, seed: int, *, sink: PointSink, workdir: Path, stop: threading.Event | None = None
+    recipe: Recipe,
+    seed: int,
+    *,
+    sink: PointSink,
+    workdir: Path,
+    stop: threading.Event | None = None,
+    threads: int | None = None,
 ) -> TrainResult:
     """Run ``recipe`` with ``seed`` to its budget, streaming evaluation points into ``sink``.
 
     Resumes from ``workdir/checkpoint`` when it exists (the sink then receives points only for
     steps after the checkpoint). Checkpoints every ``recipe.checkpoint_every_steps`` and, when
-    ``stop`` is set, after the step in progress, then returns with ``stopped=True``.
+    ``stop`` is set, after the step in progress, then returns with ``stopped=True``. ``threads``:
+    torch CPU threads (None: ``$SCALERL_TORCH_THREADS``, default 1; see harness.rl.numerics).
     """
     workdir = Path(workdir)
-    trainer = Trainer(recipe, seed)
+    trainer = Trainer(recipe, seed, threads)
     state = checkpoint.load(workdir)
     resumed_from = None
     metrics: dict[str, float] = {}

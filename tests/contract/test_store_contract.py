@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,6 +117,7 @@ def test_points_round_trip_with_every_column(store: db.Store) -> None:
         "step",
         "metric",
         "value",
+        "n",
         "gpu_hours",
         "flops",
         "tokens",
@@ -123,6 +125,7 @@ def test_points_round_trip_with_every_column(store: db.Store) -> None:
         "wall_s",
     ]
     assert len(df) == 2 * 50 + 2 * 20
+    assert df["n"].isna().all()  # no writer said how many samples: unknown, not 0
     row = df[(df.run_id == "r2") & (df.metric == "val/pass_rate") & (df.step == 7)].iloc[0]
     assert row.value == pytest.approx(2.0 * 7 / 1000, rel=0, abs=0)
     assert (row.variant, row.knob, row.alternative, row.seed) == ("loo-dapo", "loss", "dapo", 1)
@@ -241,10 +244,12 @@ def test_fits_and_verdicts_are_replaced_per_sweep(store: db.Store) -> None:
         "d_a_hi": -0.04,
         "margin": 0.02,
         "reason": "dA beyond margin",
+        "mde_a": 0.031,
     }
     store.replace_verdicts(SWEEP, [verdict])
     v = db.verdicts(store, SWEEP)
     assert len(v) == 1 and v["verdict"][0] == "asymptote-mover" and v["d_a"][0] == -0.06
+    assert v["mde_a"][0] == 0.031 and v["mde_b"].isna().all()
     with pytest.raises(db.StoreError, match=r"unknown column\(s\) \['ceiling'\]"):
         store.replace_fits(SWEEP, [fit | {"ceiling": 1}])
     with pytest.raises(db.StoreError, match="sweep 'nope' does not exist"):
@@ -352,7 +357,10 @@ def test_replay_writes_dead_writers_spools_and_drops_fenced_ones(store: db.Store
     spool_dir = tmp_path / "dead"
     old = SpoolFile(spool_dir, "r1", a1)
     old.append(
-        [(0, "m", 0.5, None, 0.0, 1.0, None, None, None), (1, "m", 0.6, None, 0.1, 2.0, None, None, None)]
+        [
+            (0, "m", 0.5, None, 0.0, 1.0, None, None, None, 128),
+            (1, "m", 0.6, None, 0.1, 2.0, None, None, None, 64),
+        ]
     )
     old.release()  # the writer "died": file kept, lock released
     report = db.replay(store, spool_dir)
@@ -364,7 +372,53 @@ def test_replay_writes_dead_writers_spools_and_drops_fenced_ones(store: db.Store
     store.start_attempt("r1")
     report = db.replay(store, spool_dir)
     assert (report.files, report.points, report.fenced_points) == (1, 0, 1)
-    assert sorted(db.curves(store, SWEEP).step) == [0, 1]
+    df = db.curves(store, SWEEP)
+    assert sorted(df.step) == [0, 1]
+    assert df["n"].tolist() == [128.0, 64.0]  # n survives the spool
+
+
+def test_sample_counts_round_trip_on_every_read_path(store: db.Store) -> None:
+    """``add(..., n=)`` stores n per metric (NULL where not given); the last write wins for n too."""
+    _register(store)
+    a = store.start_attempt("r1")
+    with store.writer("r1", a) as w:
+        for s in range(6):
+            counts = {"val/pass_rate": 128 * (s + 1)} if s % 2 == 0 else None
+            w.add(s, {"val/pass_rate": s / 10, "train/reward": 0.5}, {"flops": float(s)}, n=counts)
+        w.flush()  # the rewrite below goes in its own batch: the upsert's conflict path
+        w.add(5, {"val/pass_rate": 0.55}, {"flops": 5.0}, n={"val/pass_rate": 512})
+        with pytest.raises(db.StoreError, match=r"n\['loss'\] names no metric"):
+            w.add(6, {"val/pass_rate": 0.6}, {"flops": 6.0}, n={"loss": 3})
+        with pytest.raises(db.StoreError, match="must be an int >= 1"):
+            w.add(6, {"val/pass_rate": 0.6}, {"flops": 6.0}, n={"val/pass_rate": 0})
+    df = db.curves(store, SWEEP, "val/pass_rate")
+    assert df["step"].tolist() == [0, 1, 2, 3, 4, 5]
+    got = [None if math.isnan(x) else int(x) for x in df["n"]]
+    assert got == [128, None, 384, None, 640, 512]
+    assert df["value"].tolist()[-1] == 0.55
+    assert db.curves(store, SWEEP, "train/reward")["n"].isna().all()
+    with store.engine.connect() as conn:  # the view shows it too
+        rows = conn.execute(text("SELECT step, n FROM v_curves WHERE metric = 'val/pass_rate' ORDER BY step"))
+        assert [tuple(r) for r in rows][:3] == [(0, 128), (1, None), (2, 384)]
+
+
+def test_a_v1_spool_line_without_n_still_replays(store: db.Store, tmp_path: Path) -> None:
+    _register(store)
+    a1 = store.start_attempt("r1")
+    spool_dir = tmp_path / "old"
+    spool_dir.mkdir()
+    line = {
+        "v": 1,
+        "run_id": "r1",
+        "attempt": a1,
+        "rows": [[3, "m", 0.25, None, None, 9.0, None, None, None]],
+    }
+    (spool_dir / f"r1.a{a1}.1.deadbeef.jsonl").write_text(json.dumps(line) + "\n")
+    report = db.replay(store, spool_dir)
+    assert (report.files, report.points) == (1, 1)
+    df = db.curves(store, SWEEP)
+    assert (df["step"].tolist(), df["value"].tolist(), df["flops"].tolist()) == ([3], [0.25], [9.0])
+    assert df["n"].isna().all()
 
 
 def test_pg_fixture_url_carries_a_password_the_store_never_shows(pg_server: PgServer) -> None:

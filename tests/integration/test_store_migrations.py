@@ -104,6 +104,54 @@ def test_upgrading_from_0002_gives_every_existing_run_its_sweep_membership(url: 
     engine.dispose()
 
 
+def test_upgrading_from_0003_keeps_points_with_n_unknown_and_adds_the_power_columns(url: str) -> None:
+    bundle = make_engine(resolve_url(url))
+    assert schema.upgrade(bundle, "0003") == (None, "0003")
+    with bundle.engine.begin() as conn:  # a store written by the 0003 code: a point and a verdict
+        conn.execute(text("INSERT INTO sweep (name, spec, created_at) VALUES ('s', '{}', CURRENT_TIMESTAMP)"))
+        conn.execute(
+            text(
+                "INSERT INTO run (run_id, sweep, variant, seed, config, config_hash, status, attempts,"
+                " created_at) VALUES ('r', 's', 'baseline', 0, '{}', 'h', 'completed', 1, CURRENT_TIMESTAMP)"
+            )
+        )
+        conn.execute(text("INSERT INTO sweep_run (sweep, run_id, variant) VALUES ('s', 'r', 'baseline')"))
+        conn.execute(
+            text("INSERT INTO point (run_id, step, metric, value, attempt) VALUES ('r', 4, 'm', 0.75, 1)")
+        )
+        conn.execute(
+            text(
+                "INSERT INTO verdict (sweep, variant, metric, axis, verdict, d_a, created_at)"
+                " VALUES ('s', 'v', 'm', 'flops', 'no-effect', 0.01, CURRENT_TIMESTAMP)"
+            )
+        )
+    assert schema.upgrade(bundle, "head") == ("0003", schema.head_revision())
+    with bundle.engine.connect() as conn:
+        assert [tuple(r) for r in conn.execute(text("SELECT step, value, n FROM v_curves"))] == [
+            (4, 0.75, None)
+        ]
+    bundle.engine.dispose()
+    store = db.open_store(url)
+    curves = db.curves(store, "s")
+    assert curves["value"].tolist() == [0.75] and curves["n"].isna().all()
+    verdicts = db.verdicts(store, "s")
+    assert verdicts["d_a"].tolist() == [0.01]
+    assert verdicts["mde_a"].isna().all() and verdicts["mde_b"].isna().all()
+    with store.writer("r", 1) as w:  # the new column takes writes at once
+        w.add(5, {"m": 0.5}, {}, n={"m": 256})
+    assert db.curves(store, "s")["n"].tolist()[-1] == 256.0
+    store.close()
+    from alembic import command
+
+    engine = make_engine(resolve_url(url)).engine
+    with engine.begin() as conn:  # and 0004 downgrades cleanly, points kept
+        command.downgrade(schema.alembic_config(conn), "0003")
+        assert schema.current_revision(conn) == "0003"
+        assert conn.execute(text("SELECT COUNT(*) FROM v_curves")).scalar_one() == 2
+        assert conn.execute(text("SELECT COUNT(*) FROM v_latest")).scalar_one() == 1
+    engine.dispose()
+
+
 def test_an_empty_database_is_created_and_a_foreign_one_refused(url: str) -> None:
     store = db.open_store(url)  # empty: upgraded on open
     with store.engine.connect() as conn:

@@ -31,8 +31,14 @@ class KillAt(ListSink):
         super().__init__()
         self.kill_step = step
 
-    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None:
-        super().add(step, metrics, compute)
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
+        super().add(step, metrics, compute, n)
         if step == self.kill_step:
             raise Killed
 
@@ -42,8 +48,14 @@ class StopAt(ListSink):
         super().__init__()
         self.stop_step, self.stop = step, stop
 
-    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None:
-        super().add(step, metrics, compute)
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
+        super().add(step, metrics, compute, n)
         if step == self.stop_step:
             self.stop.set()
 
@@ -75,7 +87,8 @@ def test_killed_and_stopped_runs_resume_to_the_identical_curve(tmp_path: Path) -
     reference = {p.step: p for p in full.points}
     for p in first.points + second.points + third.points:
         ref = reference[p.step]
-        assert p.metrics == ref.metrics, p.step  # bit-identical on CPU
+        assert p.metrics == ref.metrics, p.step  # bit-identical on CPU, diagnostics included
+        assert p.n == ref.n, p.step
         assert {u: p.compute[u] for u in DETERMINISTIC} == {u: ref.compute[u] for u in DETERMINISTIC}
     # A finished run resumes at its end: no step is redone and no point is emitted again.
     again = ListSink()

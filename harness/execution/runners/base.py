@@ -27,7 +27,14 @@ from harness.execution.spec import RunSpec
 class Sink(Protocol):
     """Structurally the trainer's ``PointSink`` (``db.PointWriter`` satisfies it)."""
 
-    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None: ...
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
+        """``n``: metric -> Bernoulli samples behind its value (binomial noise); None: unknown."""
 
     def flush(self) -> None: ...
 

@@ -4,7 +4,9 @@
 gets ``SCALERL_RUN_ID``, ``SCALERL_ATTEMPT``, ``SCALERL_CHECKPOINT_DIR``, ``SCALERL_METRICS_FILE``
 and, when the sweep named a database, ``SCALERL_DB_URL``. It reports points either through
 :mod:`harness.client` or by appending JSONL lines to ``SCALERL_METRICS_FILE``, which this runner
-tails while the script runs. A non-zero exit fails the run with the tail of its stderr.
+tails while the script runs (format: :mod:`harness.execution.runners.metrics_file`; a line may
+carry ``"n": {"val/pass_rate": 512}``, the samples behind a rate, so its noise is known). A
+non-zero exit fails the run with the tail of its stderr.
 
 On preemption (``stop`` set) the script gets SIGTERM, the conventional "save and exit" signal,
 and ``checkpoint_grace_s`` to exit before SIGKILL; resuming from ``SCALERL_CHECKPOINT_DIR`` is the
@@ -128,7 +130,13 @@ class CommandRunner(Runner):
 
 
 class _NoSink:
-    def add(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None:
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
         return None
 
     def flush(self) -> None:

@@ -5,10 +5,12 @@ One JSON object per line::
     {"step": 10, "metrics": {"val/pass_rate": 0.41}, "compute": {"gpu_hours": 0.2, "samples": 640}}
 
 ``metrics`` may be left out, in which case every other numeric top-level key is a metric
-(``{"step": 10, "val/pass_rate": 0.41}``). Only complete lines (ending in a newline) are read, so
-a line the script is still writing is picked up on a later poll, never half. Within one tailer the
-file is read once (a byte offset); across attempts the store's unique (run, step, metric) key
-makes re-reading the file idempotent.
+(``{"step": 10, "val/pass_rate": 0.41}``). An optional ``"n": {"val/pass_rate": 512}`` gives the
+number of Bernoulli samples behind a rate (its binomial noise; see harness.analysis.noise): each
+key one of the line's metrics, each value an integer >= 1. Only complete lines (ending in a
+newline) are read, so a line the script is still writing is picked up on a later poll, never
+half. Within one tailer the file is read once (a byte offset); across attempts the store's
+unique (run, step, metric) key makes re-reading the file idempotent.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from harness.errors import ImportFormatError
 from harness.execution.runners.base import Sink
 
-_RESERVED = {"step", "metrics", "compute"}
+_RESERVED = {"step", "metrics", "compute", "n"}
 
 
 def _numbers(obj: Any, *, where: str, what: str) -> dict[str, float]:
@@ -37,8 +39,25 @@ def _numbers(obj: Any, *, where: str, what: str) -> dict[str, float]:
     return out
 
 
-def parse_line(text: str, *, where: str) -> tuple[int, dict[str, float], dict[str, float]]:
-    """One JSONL line -> (step, metrics, compute); ``where`` is ``file:line`` for errors."""
+def _counts(obj: Any, metrics: dict[str, float], *, where: str) -> dict[str, int]:
+    if not isinstance(obj, dict):
+        raise ImportFormatError(f"{where}: n must be an object of metric -> sample count, got {obj!r}")
+    out: dict[str, int] = {}
+    for key, value in obj.items():
+        if key not in metrics:
+            raise ImportFormatError(
+                f"{where}: n.{key} names no metric on this line; fix: use one of {sorted(metrics)}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ImportFormatError(
+                f"{where}: n.{key}={value!r} must be an integer >= 1 (the samples behind the value)"
+            )
+        out[str(key)] = value
+    return out
+
+
+def parse_line(text: str, *, where: str) -> tuple[int, dict[str, float], dict[str, float], dict[str, int]]:
+    """One JSONL line -> (step, metrics, compute, n); ``where`` is ``file:line`` for errors."""
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as err:
@@ -57,7 +76,8 @@ def parse_line(text: str, *, where: str) -> tuple[int, dict[str, float], dict[st
     compute = _numbers(obj.get("compute", {}), where=where, what="compute")
     if not metrics:
         raise ImportFormatError(f'{where}: no metrics on this line; fix: add e.g. "metrics": {{...}}')
-    return step, metrics, compute
+    n = _counts(obj.get("n", {}), metrics, where=where)
+    return step, metrics, compute, n
 
 
 class MetricsTail:
@@ -86,8 +106,11 @@ class MetricsTail:
             text = raw.decode("utf-8", errors="replace")
             if not text.strip():
                 continue
-            step, metrics, compute = parse_line(text, where=f"{self.path}:{self.line_no}")
-            self.sink.add(step, metrics, compute)
+            step, metrics, compute, counts = parse_line(text, where=f"{self.path}:{self.line_no}")
+            if counts:
+                self.sink.add(step, metrics, compute, n=counts)
+            else:  # a sink written before points carried n still takes the line
+                self.sink.add(step, metrics, compute)
             n += 1
         self.offset += end + 1
         return n

@@ -8,10 +8,24 @@ positions count real tokens only, matching the trainer's recomputation.
 
 Forced tokens go through the same forward step as sampled ones (a sampled token is drawn and then
 overridden), so the random stream consumed does not depend on which rows are being forced.
+
+Engine numerics. An inference engine (vLLM, SGLang) serves the policy in bf16: bf16 weights, bf16
+activations, a KV-cached decode, while the trainer recomputes log-probs with fp32 master weights
+in one full forward. The log-probs the generator records then differ from the trainer's even for
+the same weights, and ScaleRL's FP32 LM head exists to shrink that gap. When the trainer keeps
+fp32 weights but ``model.dtype`` is lower precision (the tiny CPU preset), this generator
+reproduces that: it samples from an *engine copy* of the policy whose weights are rounded to
+``model.dtype`` at every weight push, and it rounds the final hidden state to ``model.dtype``
+before the LM head (the head then computes in fp32 or ``model.dtype`` as ``knobs.lm_head`` says),
+on top of its KV-cached incremental decode. The compute itself stays float32 (bf16 kernels are
+slow on CPU); the rounding is what carries the engine's error. ``diag/logp_abs_diff`` measures the
+resulting mismatch.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,10 +118,27 @@ class HFGenerator(Generator):
     def __init__(self, policy: Any) -> None:
         self.policy = policy
         self.version = 0
+        self.engine_dtype: torch.dtype | None = _engine_dtype(policy)
+        # The engine copy (see the module docstring); the trainer's policy itself when none.
+        self.engine: Any = policy
+        if self.engine_dtype is not None:
+            self.engine = dataclasses.replace(policy, model=copy.deepcopy(policy.model))
+            self._round_into(policy.model)
 
     def update_weights(self, model: Any, version: int) -> None:
-        self.policy.model = model
+        if self.engine_dtype is None:
+            self.policy.model = model
+            self.engine = self.policy
+        else:
+            self._round_into(model)
         self.version = version
+
+    @torch.no_grad()
+    def _round_into(self, model: Any) -> None:
+        assert self.engine_dtype is not None
+        src = dict(model.named_parameters())
+        for name, p in self.engine.model.named_parameters():
+            p.copy_(src[name].detach().to(self.engine_dtype))  # rounds, then widens back to fp32
 
     def start(
         self,
@@ -131,11 +162,14 @@ class HFGenerator(Generator):
         while steps < n_tokens and not c.done():
             # Bookkeeping lives on the CPU (it is checkpointed and sampled with a CPU generator);
             # only the forward and the KV cache run on the model's device (no-ops on CPU).
-            dev = self.policy.device
-            hidden, c.cache = self.policy.hidden(
+            dev = self.engine.device
+            hidden, c.cache = self.engine.hidden(
                 c.next_input.to(dev), c.attn.to(dev), c.next_pos.to(dev), c.cache, use_cache=True
             )
-            logp = self.policy.logprobs(hidden[:, -1], spec.temperature).cpu()
+            last = hidden[:, -1]
+            if self.engine_dtype is not None:
+                last = last.to(self.engine_dtype).float()  # the engine's hidden state is bf16
+            logp = self.engine.logprobs(last, spec.temperature).cpu()
             tok = _sample(logp, spec, rng)
             live = c.phase != 3
             # Interruption: a thinking row that reached its budget starts the forced phrase.
@@ -179,6 +213,15 @@ class HFGenerator(Generator):
             c.attn = torch.cat([c.attn, torch.ones((len(tok), 1), dtype=torch.long)], dim=1)
             steps += 1
         return steps
+
+
+def _engine_dtype(policy: Any) -> torch.dtype | None:
+    """``model.dtype`` when the trainer's weights are wider than it (engine copy needed), else None."""
+    params = next(policy.model.parameters(), None)
+    if params is None or policy.body_dtype == torch.float32 or params.dtype != torch.float32:
+        return None
+    dtype: torch.dtype = policy.body_dtype
+    return dtype
 
 
 @register_generator("hf")

@@ -117,3 +117,45 @@ def test_fit_errors_are_clean(store_url: str, capsys: pytest.CaptureFixture[str]
 
 def test_fit_leaves_no_file_behind(store_url: str) -> None:
     assert Path(store_url.removeprefix("sqlite:///")).is_file()
+
+
+def test_fit_prints_the_same_forecasts_as_forecast_curve(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+
+    from harness.analysis.forecaster import forecast_curve
+    from harness.analysis.sweep import group_curves
+    from harness.analysis.uncertainty import pool
+
+    assert main(["fit", "loo", "--db", store_url, "--boot", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "forecasts at 2x each variant's largest flops (90% prediction intervals" in out
+    lines = out.splitlines()
+    store = db.open_store(store_url)
+    frame = db.queries.curves(store, "loo", "val/pass_rate")
+    store.close()
+    groups = group_curves(frame, "flops")
+    assert len(groups) == 5
+    for variant, vc in groups.items():
+        x, y = pool(list(vc.curves))
+        at = 2.0 * float(np.max(x))
+        fc = forecast_curve(x, y, [at], level=0.9)
+        assert fc.status == "ok"
+        # The variant's header line, then its forecast line.
+        i = next(k for k, ln in enumerate(lines) if ln.startswith(f"  {variant} (2 run(s)"))
+        expected = f"    at {at:.4g}: {fc.value[0]:.4f} [{fc.lo[0]:.4f}, {fc.hi[0]:.4f}]"
+        assert lines[i + 1] == expected
+        # Synthetic sweep: true ceilings 0.62-0.70, so the forecast at 2x lies near them.
+        assert 0.55 < fc.value[0] < 0.8 and fc.lo[0] < fc.value[0] < fc.hi[0]
+    # `scalerl forecast` prints the same numbers for the same sweep.
+    assert main(["forecast", "loo", "--db", store_url, "--json"]) == 0
+    js = {v["variant"]: v for v in json.loads(capsys.readouterr().out)["variants"]}
+    x, y = pool(list(groups["baseline"].curves))
+    fc = forecast_curve(x, y, [2.0 * float(np.max(x))], level=0.9)
+    assert js["baseline"]["forecasts"][0]["value"] == pytest.approx(float(fc.value[0]), rel=1e-12)
+
+
+def test_fit_json_has_no_forecast_lines(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "loo", "--db", store_url, "--json", "--boot", "20"]) == 0
+    assert "forecasts at" not in capsys.readouterr().out

@@ -174,7 +174,9 @@ def test_tiny_preset_and_tiny_loo_validate() -> None:
     assert tiny.name == "tiny" and tiny.model.path is None and tiny.task.name == "arith"
     assert tiny.budget.unit in ("steps", "flops")
     assert tiny.scale.max_gen_len <= 256 and tiny.generation.backend == "hf"
-    assert len(p.runs) == 9 and len({r.run_id for r in p.runs}) == 9 and p.sweep.seeds == [0]
+    # 9 variants x 3 seeds: the seed noise is measured, not assumed (issue 11).
+    assert len(p.runs) == 27 and len({r.run_id for r in p.runs}) == 27 and p.sweep.seeds == [0, 1, 2]
+    assert {r.recipe.eval.n_val * r.recipe.eval.k for r in p.runs} == {640}
     assert (p.sweep.fit.axis, p.sweep.fit.metric) == ("flops", "val/pass_rate")
     # tiny inherits what it does not override from the ScaleRL baseline.
     assert tiny.knobs.loss.alternatives.dapo.eps_high == 0.28

@@ -71,7 +71,7 @@ def verdicts_frame() -> pd.DataFrame:
                 "axis": "flops", "verdict": verdict, "a_base": base_a, "a_variant": a, "d_a": d_a,
                 "d_a_lo": d_a - 0.01, "d_a_hi": d_a + 0.01, "b_base": base_b, "b_variant": b,
                 "d_b": d_b, "d_b_lo": d_b - 0.1, "d_b_hi": d_b + 0.1, "margin": 0.02,
-                "reason": f"|ΔA|={abs(d_a):.3f}",
+                "mde_a": 0.031, "mde_b": 0.42, "reason": f"|ΔA|={abs(d_a):.3f}",
             }
         )  # fmt: skip
     return pd.DataFrame(rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from harness.rl.generation.base import Rollouts, SamplingSpec
+from harness.rl.generation.hf import HFGenerator
 from harness.rl.tokenizer import CharTokenizer
 from harness.rl.trainer import Trainer
 from tests.unit.rl.micro import _policy_cache, micro_recipe
@@ -49,15 +50,42 @@ def test_interruption_inserts_the_phrase_masked_and_caps_the_answer() -> None:
 
 
 def test_behaviour_logprobs_equal_a_recomputation_with_the_same_weights() -> None:
-    for dtype in ("float32", "bfloat16"):
-        tr = Trainer(micro_recipe(model={"dtype": dtype}), seed=1)
-        out = _generate(tr, tr.spec, [5, None, 4, None], seed=3)
-        with torch.no_grad():
-            recomputed = tr.token_logprobs(out, torch.arange(4))
-        m = out.mask.bool()
-        assert m.sum() > 10
-        gap = (recomputed[m] - out.logp[m]).abs().max()
-        assert torch.allclose(recomputed[m], out.logp[m], atol=1e-5), (dtype, gap)
+    # float32 everywhere: no engine copy, the KV-cached decode matches the full forward.
+    tr = Trainer(micro_recipe(model={"dtype": "float32"}), seed=1)
+    assert isinstance(tr.gen, HFGenerator) and tr.gen.engine is tr.policy
+    out = _generate(tr, tr.spec, [5, None, 4, None], seed=3)
+    with torch.no_grad():
+        recomputed = tr.token_logprobs(out, torch.arange(4))
+    m = out.mask.bool()
+    assert m.sum() > 10
+    gap = (recomputed[m] - out.logp[m]).abs().max()
+    assert torch.allclose(recomputed[m], out.logp[m], atol=1e-5), gap
+
+
+def test_bf16_engine_copy_samples_with_rounded_weights() -> None:
+    # model.dtype bf16 with fp32 trainer weights: the generator is an engine with bf16 weights.
+    tr = Trainer(micro_recipe(model={"dtype": "bfloat16"}), seed=1)
+    gen = tr.gen
+    assert isinstance(gen, HFGenerator)
+    assert gen.engine is not tr.policy and gen.engine_dtype == torch.bfloat16
+    for (name, w), (_, e) in zip(
+        tr.policy.model.named_parameters(), gen.engine.model.named_parameters(), strict=True
+    ):
+        assert torch.equal(e, w.detach().bfloat16().float()), name
+    out = _generate(tr, tr.spec, [5, None, 4, None], seed=3)
+    with torch.no_grad():
+        recomputed = tr.token_logprobs(out, torch.arange(4))
+    m = out.mask.bool()
+    gap = (recomputed[m] - out.logp[m]).abs()
+    # A real mismatch (bf16 rounding of weights and hidden state), yet the same policy.
+    assert float(gap.mean()) > 1e-4 and float(gap.max()) < 0.2, (float(gap.mean()), float(gap.max()))
+    # A weight push re-rounds the new weights into the engine copy.
+    with torch.no_grad():
+        for p in tr.policy.model.parameters():
+            p.add_(0.01)
+    gen.update_weights(tr.policy.model, 1)
+    w = next(tr.policy.model.parameters())
+    assert torch.equal(next(gen.engine.model.parameters()), w.detach().bfloat16().float())
 
 
 def test_lm_head_knob_changes_the_head_precision() -> None:

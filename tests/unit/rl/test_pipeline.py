@@ -59,7 +59,9 @@ def test_ppo_off_policy_takes_k_steps_per_generated_batch_and_starts_on_policy()
         logp = tr.token_logprobs(first, torch.arange(first.tokens.shape[0]))
     m = first.mask.bool()
     rho = (logp[m] - first.logp[m]).exp()
-    assert torch.allclose(rho, torch.ones_like(rho), atol=1e-5)  # step 0: behaviour == current policy
+    # Step 0: behaviour == current policy, up to the bf16 engine's rounding (generation/hf.py).
+    assert torch.allclose(rho, torch.ones_like(rho), atol=1e-2)
+    assert float((rho - 1).abs().max()) > 1e-5  # ... which is really there
     tr.train_step(first)
     _run(tr, 5)
     assert tr.step == 6 and tr.schedule.batches_generated == 3  # k=2 steps per batch

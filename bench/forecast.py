@@ -1,0 +1,592 @@
+"""Forecast benchmark: backtest every real RL curve, leave one source out.
+
+Data: every curve in /work/shared/data/real-rl-curves on its step axis (see SOURCES.md there):
+4 sources: W&B panel exports (17 validation curves once deduplicated: several exports repeat a
+run; ``scale_budget.csv`` is read on its step column), TensorBoard events (11 runs x validation
+and train reward = 22), verl parsed CSVs (7 train-reward curves), SPEED-RL JSON lines (20 runs x 5
+benchmarks = 100 validation curves).
+
+Backtest: each curve is cut at 25%, 50% and 75% of its last step; a method sees the points at or
+before the cut and forecasts every later point. Methods, side by side:
+
+- ``this project``: :func:`harness.analysis.forecaster.point_forecast_many` (ensemble) with the
+  calibrated interval of :mod:`harness.analysis.forecaster`;
+- ``fit_sigmoid defaults``: the batched fit at its defaults (R0 = mean of the first 3 points);
+  with ``--boot N`` its 90%/80%/50% intervals from ``bootstrap_fits`` + ``forecast_value``;
+- ``paper grid``: the paper's procedure (``paper_grid`` fitter, R0 = first point);
+- ``paper grid, A recentred``: the same procedure and code path with the A grid (same 71 values,
+  step 0.005) placed per curve at max(0, max(fitted y) - 0.05) .. +0.35, values above 1.0 dropped:
+  what a lab would do with the paper's procedure on a curve whose ceiling is not in 0.45-0.80;
+- ``curve_fit loop``: scipy ``curve_fit`` per curve (R0 = first point);
+- ``power law``: :func:`harness.analysis.powerlaw.fit_power_law` at its defaults;
+- ``flat-last-3``: the mean of the last 3 fitted points.
+
+A method that returns no forecast for a curve (a fit that is not ``ok``) is counted in ``n`` and
+left out of its error columns. Errors per curve: mean absolute error over its held-out points;
+"median" is the median over curves; "pooled" the median |error| over all held-out points of
+the curves with a forecast (the issue's metric); "end" the median over curves of |mean error over the last
+5% (>= 3) held-out points|. Coverage: the share of held-out observations inside the interval,
+averaged with each curve weighing the same.
+
+Leave-one-source-out: for each source, the ensemble settings (a small grid: temperature x
+rolling origins x members) and the interval calibration (split-conformal quantiles, horizon slope)
+are chosen on the other three sources' backtests at all three cuts, then the held-out source is
+scored with them. Tuning criterion: with r = log(median error / flat's median error) per
+(cut, source), minimise max(r) + mean(r): the worst case counts as much as the average.
+
+The paper's grid takes ~2 s a curve, so it runs on every ``--paper-every``-th curve of each
+source (default 3: 51 curves) unless ``--paper-every 1`` (``--recentred-every`` for the
+recentred row, default the same); ``--paper-cache FILE`` / ``--recentred-cache FILE`` keep their
+predictions between runs (they do not depend on anything this bench tunes). Its rows show ``n``
+out of the curves it ran on, and a like-for-like table compares every method on that subset.
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/forecast.py [--paper-every 3] [--boot 0]``.
+Prints markdown tables (paste them into bench/README.md, section "Forecasts") and the
+calibration chosen on all sources (the constants the library ships).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import platform
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from harness.analysis.fitters import Fitter, PaperGridFitter, fit_sigmoid_many
+from harness.analysis.forecast import forecast_value, score
+from harness.analysis.forecaster import (
+    CALIBRATED_LEVELS,
+    DEFAULT_CALIBRATION,
+    DEFAULT_ENSEMBLE,
+    MEMBERS,
+    EnsembleSettings,
+    IntervalCalibration,
+    PointForecast,
+    point_forecast_many,
+)
+from harness.analysis.powerlaw import fit_power_law
+from harness.analysis.uncertainty import bootstrap_fits
+from harness.importers import read_curves
+
+REAL = Path("/work/shared/data/real-rl-curves")
+SOURCES = ("wandb-export-deep-grpo", "tensorboard-verl-async", "verl-fork-parsed", "speedrl-dapo-json")
+SHORT = {SOURCES[0]: "W&B", SOURCES[1]: "TensorBoard", SOURCES[2]: "verl CSV", SOURCES[3]: "SPEED-RL"}
+CUTS = (0.25, 0.5, 0.75)
+LEVELS = (0.5, 0.8, 0.9)
+SLOPES = (0.0, 0.5, 1.0, 2.0)
+# The member spread enters the interval unscaled (k = 1: noise and model disagreement add as
+# variances). Not tuned inside the folds: see bench/README.md, "Forecasts", for k = 0.5 and for a
+# choice among 0 / 0.5 / 1 inside the folds.
+SPREAD_WEIGHTS = (1.0,)
+# The paper's procedure with its A grid (same 71 values, step 0.005) placed per curve from 0.05
+# below the fitted part's maximum: the fixed 0.45-0.80 grid cannot reach TensorBoard's ~0.9
+# ceilings or SPEED-RL's 0.05-0.3 AIME curves, so without this row the paper baseline is a strawman.
+RECENTRED = PaperGridFitter(recentre_below=0.05)
+RECENTRED_LABEL = "paper grid, A recentred"
+# The settings grid searched inside each leave-one-source-out fold.
+GRID = tuple(
+    EnsembleSettings(origins=o, temperature=t, members=m)
+    for o, t, m in itertools.product(
+        ((0.6, 0.8), (0.7, 0.85)), (0.1, 0.25, 0.5, 1.0), (MEMBERS, ("sigmoid", "flat"))
+    )
+)
+
+
+@dataclass(frozen=True)
+class RealCurve:
+    source: str
+    name: str
+    x: np.ndarray  # training step
+    y: np.ndarray
+
+
+def load_real(root: Path = REAL) -> list[RealCurve]:
+    """Every real curve on the step axis, W&B runs deduplicated by run name."""
+    out: list[RealCurve] = []
+    seen: set[str] = set()
+    for f in sorted((root / SOURCES[0]).glob("*.csv")):
+        for c in read_curves(f):
+            if c.run not in seen:
+                seen.add(c.run)
+                out.append(RealCurve(SOURCES[0], c.run, c.steps.astype(np.float64), c.values))
+    for f in sorted((root / SOURCES[1]).glob("*.tfevents")):
+        by = {c.metric: c for c in read_curves(f)}
+        for m in ("val-core/openai/gsm8k/reward/mean@1", "critic/score/mean"):
+            out.append(RealCurve(SOURCES[1], f"{f.stem}:{m}", by[m].steps.astype(np.float64), by[m].values))
+    for f in sorted((root / SOURCES[2]).glob("*.csv")):
+        c = read_curves(f, metric="critic/rewards/mean")[0]
+        out.append(RealCurve(SOURCES[2], c.run, c.steps.astype(np.float64), c.values))
+    for f in sorted((root / SOURCES[3]).glob("*/processed_metrics.json")):
+        for c in read_curves(f, metric="val-core/*/acc/mean@*"):
+            out.append(RealCurve(SOURCES[3], f"{c.run}:{c.metric}", c.steps.astype(np.float64), c.values))
+    return out
+
+
+@dataclass(frozen=True)
+class Split:
+    x: np.ndarray
+    y: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+
+def split(c: RealCurve, cut: float) -> Split:
+    train = c.x <= cut * float(c.x[-1])
+    return Split(c.x[train], c.y[train], c.x[~train], c.y[~train])
+
+
+@dataclass
+class Scored:
+    """One method at one cut: per-curve prediction (None = no forecast) and optional intervals."""
+
+    pred: list[np.ndarray | None]
+    lo: dict[float, list[np.ndarray]] | None = None
+    hi: dict[float, list[np.ndarray]] | None = None
+
+
+# ---------------------------------------------------------------- baseline methods
+
+
+def flat_last3(splits: Sequence[Split]) -> Scored:
+    return Scored([np.full(s.x_test.size, float(np.mean(s.y[-3:]))) for s in splits])
+
+
+def sigmoid_method(splits: Sequence[Split], method: str | Fitter, first_r0: bool) -> Scored:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = fit_sigmoid_many(
+            [(s.x, s.y) for s in splits],
+            method=method,
+            r0=[float(s.y[0]) for s in splits] if first_r0 else None,
+        )
+    return Scored([f.predict(s.x_test) if f.ok else None for f, s in zip(fits, splits, strict=True)])
+
+
+def power_law(splits: Sequence[Split]) -> Scored:
+    preds: list[np.ndarray | None] = []
+    for s in splits:
+        p = fit_power_law(s.x, s.y)
+        preds.append(p.predict(s.x_test) if p.ok else None)
+    return Scored(preds)
+
+
+def sigmoid_bootstrap(splits: Sequence[Split], n_boot: int) -> Scored:
+    """The defaults before this bench: bootstrap_fits + forecast_value at each level."""
+    boots = bootstrap_fits([[(s.x, s.y)] for s in splits], n_boot=n_boot, seed=0)
+    pred: list[np.ndarray | None] = []
+    lo: dict[float, list[np.ndarray]] = {lv: [] for lv in LEVELS}
+    hi: dict[float, list[np.ndarray]] = {lv: [] for lv in LEVELS}
+    for b, s in zip(boots, splits, strict=True):
+        pred.append(b.fit.predict(s.x_test) if b.fit.ok else None)
+        for lv in LEVELS:
+            fc = [forecast_value(b, float(c), level=lv) for c in s.x_test]
+            lo[lv].append(np.array([f.lo for f in fc]))
+            hi[lv].append(np.array([f.hi for f in fc]))
+    return Scored(pred, lo, hi)
+
+
+def paper_grid(
+    curves: Sequence[RealCurve],
+    every: int,
+    cache: Path | None,
+    fitter: PaperGridFitter | None = None,
+    label: str = "paper grid",
+) -> dict[tuple[str, float], list[float]]:
+    """Paper-grid predictions for every ``every``-th curve of each source, keyed (name, cut);
+    ``every=0`` skips it. ``fitter`` (default the paper's fixed A grid) is the same code path
+    with its A grid recentred per curve for the second paper row. Curves of the ``every=3``
+    subset are fitted first, so a run stopped early still leaves that subset complete in
+    ``cache`` (written after every fit)."""
+    if every <= 0:
+        return {}
+    fitter = fitter or PaperGridFitter()
+    done: dict[str, list[float]] = json.loads(cache.read_text()) if cache and cache.exists() else {}
+    out: dict[tuple[str, float], list[float]] = {}
+    fresh = 0
+    chosen: list[tuple[bool, int, RealCurve]] = []
+    for src in SOURCES:
+        mine = [c for c in curves if c.source == src]
+        chosen += [(k % 3 != 0, k, c) for k, c in enumerate(mine) if k % every == 0]
+    for _, _, c in sorted(chosen, key=lambda t: (t[0], SOURCES.index(t[2].source), t[1])):
+        for cut in CUTS:
+            key = f"{c.name}@{cut}"
+            if key not in done:
+                s = split(c, cut)
+                p = sigmoid_method([s], fitter, first_r0=True).pred[0]
+                done[key] = [] if p is None else [float(v) for v in p]
+                fresh += 1
+                if cache:
+                    cache.write_text(json.dumps(done))
+            out[(c.name, cut)] = done[key]
+    print(f"{label}: {fresh} fit(s) computed now, {len(out) - fresh} read from {cache}")
+    return out
+
+
+# ---------------------------------------------------------------- this project's forecast
+
+
+def backtest_points(
+    curves: Sequence[RealCurve], settings: EnsembleSettings
+) -> dict[float, list[PointForecast]]:
+    out = {}
+    for cut in CUTS:
+        splits = [split(c, cut) for c in curves]
+        out[cut] = point_forecast_many(
+            [(s.x, s.y) for s in splits], [s.x_test for s in splits], settings=settings
+        )
+    return out
+
+
+def calibrate(
+    pfs: Sequence[PointForecast], actual: Sequence[np.ndarray], slope: float, spread: float
+) -> IntervalCalibration:
+    """Split-conformal quantiles of |e| / unit (PointForecast.interval_scale), every curve
+    weighing the same."""
+    scores, weights = [], []
+    for pf, y in zip(pfs, actual, strict=True):
+        if pf.status != "ok" or y.size == 0:
+            continue
+        scores.append(np.abs(y - pf.value) / pf.interval_scale(slope, spread))
+        weights.append(np.full(y.size, 1.0 / y.size))
+    sc, wt = np.concatenate(scores), np.concatenate(weights)
+    order = np.argsort(sc)
+    cum = np.cumsum(wt[order]) / wt.sum()
+    qs = tuple(float(sc[order][min(int(np.searchsorted(cum, lv)), sc.size - 1)]) for lv in CALIBRATED_LEVELS)
+    return IntervalCalibration(
+        levels=CALIBRATED_LEVELS, quantiles=qs, horizon_slope=slope, spread_weight=spread
+    )
+
+
+def coverage_spread(
+    pfs: Sequence[PointForecast], actual: Sequence[np.ndarray], cal: IntervalCalibration
+) -> float:
+    """The worst |coverage - nominal| over the levels 50/80/90% x horizon terciles (each curve
+    weighing the same inside a tercile): the slope that keeps coverage even across horizons wins."""
+    hs, errs, wts = [], [], []
+    for pf, y in zip(pfs, actual, strict=True):
+        if pf.status != "ok" or y.size == 0:
+            continue
+        hs.append(pf.horizon)
+        errs.append(np.abs(y - pf.value) / pf.interval_scale(cal.horizon_slope, cal.spread_weight))
+        wts.append(np.full(y.size, 1.0 / y.size))
+    h, e, w = np.concatenate(hs), np.concatenate(errs), np.concatenate(wts)
+    bins = np.digitize(h, np.quantile(h, [1 / 3, 2 / 3]))
+    worst = 0.0
+    for lv in LEVELS:
+        inside = e <= cal.quantile(lv)
+        for b in range(3):
+            sel = bins == b
+            if sel.any():
+                worst = max(worst, abs(float(np.sum(w[sel] * inside[sel]) / np.sum(w[sel])) - lv))
+    return worst
+
+
+def choose(
+    curves: Sequence[RealCurve],
+    idx: Sequence[int],
+    cache: dict[EnsembleSettings, dict[float, list[PointForecast]]],
+    flat: dict[float, Scored],
+) -> tuple[EnsembleSettings, IntervalCalibration]:
+    """Pick settings and calibration on the curves ``idx`` only."""
+    srcs = sorted({curves[i].source for i in idx})
+
+    def loss(settings: EnsembleSettings) -> float:
+        ratios = []
+        for cut in CUTS:
+            errs = curve_errors([cache[settings][cut][i].value for i in range(len(curves))], cut, curves)
+            flat_errs = curve_errors(flat[cut].pred, cut, curves)
+            for src in srcs:
+                sel = [i for i in idx if curves[i].source == src]
+                ratios.append(math.log(np.nanmedian(errs[sel]) / np.nanmedian(flat_errs[sel])))
+        # Worst (cut, source) plus the average: a forecast must not lose badly anywhere.
+        return max(ratios) + float(np.mean(ratios))
+
+    best = min(GRID, key=loss)
+    pfs = [cache[best][cut][i] for cut in CUTS for i in idx]
+    actual = [split(curves[i], cut).y_test for cut in CUTS for i in idx]
+    cals = [calibrate(pfs, actual, slope, k) for slope in SLOPES for k in SPREAD_WEIGHTS]
+    cal = min(cals, key=lambda c: coverage_spread(pfs, actual, c))
+    return best, cal
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def curve_errors(pred: Sequence[np.ndarray | None], cut: float, curves: Sequence[RealCurve]) -> np.ndarray:
+    out = np.full(len(curves), np.nan)
+    for i, (p, c) in enumerate(zip(pred, curves, strict=True)):
+        if p is not None and len(p) and np.isfinite(p).all():
+            out[i] = score(np.asarray(p), split(c, cut).y_test)[0]
+    return out
+
+
+def end_errors(pred: Sequence[np.ndarray | None], cut: float, curves: Sequence[RealCurve]) -> np.ndarray:
+    out = np.full(len(curves), np.nan)
+    for i, (p, c) in enumerate(zip(pred, curves, strict=True)):
+        if p is not None and len(p) and np.isfinite(p).all():
+            out[i] = abs(score(np.asarray(p), split(c, cut).y_test)[2])
+    return out
+
+
+def pooled_error(
+    pred: Sequence[np.ndarray | None], cut: float, curves: Sequence[RealCurve], idx: Sequence[int]
+) -> float:
+    """Median |error| over every held-out point of the curves in ``idx`` with a forecast, pooled
+    (the issue's metric: a curve with more held-out points weighs more)."""
+    errs = []
+    for i in idx:
+        p = pred[i]
+        if p is not None and len(p) and np.isfinite(p).all():
+            errs.append(np.abs(np.asarray(p) - split(curves[i], cut).y_test))
+    return float(np.median(np.concatenate(errs))) if errs else math.nan
+
+
+def coverage(sc: Scored, cut: float, curves: Sequence[RealCurve], level: float, idx: Sequence[int]) -> float:
+    if sc.lo is None or sc.hi is None:
+        return math.nan
+    cov = []
+    for i in idx:
+        y = split(curves[i], cut).y_test
+        lo, hi = sc.lo[level][i], sc.hi[level][i]
+        if y.size and lo.size == y.size and np.isfinite(lo).all():
+            cov.append(float(np.mean((y >= lo) & (y <= hi))))
+        elif y.size:
+            cov.append(0.0)  # no interval where a forecast was needed: nothing is covered
+    return float(np.mean(cov)) if cov else math.nan
+
+
+def fmt(v: float, digits: int = 4) -> str:
+    return "-" if not np.isfinite(v) else f"{v:.{digits}f}"
+
+
+def table(
+    title: str,
+    rows: dict[str, dict[float, Scored]],
+    curves: Sequence[RealCurve],
+    idx: Sequence[int],
+) -> None:
+    print(f"\n### {title}\n")
+    srcs = [s for s in SOURCES if any(curves[i].source == s for i in idx)]
+    head = (
+        "| cut | method | n | median | pooled | "
+        + " | ".join(SHORT[s] for s in srcs)
+        + " | end | cov 50 | cov 80 | cov 90 |"
+    )
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for cut in CUTS:
+        for name, by_cut in rows.items():
+            sc = by_cut[cut]
+            e = curve_errors(sc.pred, cut, curves)
+            fe = end_errors(sc.pred, cut, curves)
+            have = [i for i in idx if np.isfinite(e[i])]
+            per = [
+                np.nanmedian(e[[i for i in idx if curves[i].source == s]])
+                if any(curves[i].source == s and np.isfinite(e[i]) for i in idx)
+                else math.nan
+                for s in srcs
+            ]
+            covs = [coverage(sc, cut, curves, lv, idx) for lv in LEVELS]
+            print(
+                f"| {int(cut * 100)}% | {name} | {len(have)}/{len(idx)} | "
+                f"{fmt(np.nanmedian(e[idx]) if have else math.nan)} | "
+                f"{fmt(pooled_error(sc.pred, cut, curves, idx))} | "
+                + " | ".join(fmt(v) for v in per)
+                + f" | {fmt(np.nanmedian(fe[idx]) if have else math.nan)} | "
+                + " | ".join(fmt(100 * c, 1) for c in covs)
+                + " |"
+            )
+
+
+def with_intervals(
+    pfs: Sequence[PointForecast], cal: IntervalCalibration
+) -> tuple[dict[float, list[np.ndarray]], dict[float, list[np.ndarray]]]:
+    lo: dict[float, list[np.ndarray]] = {}
+    hi: dict[float, list[np.ndarray]] = {}
+    for lv in LEVELS:
+        q = cal.quantile(lv)
+        half = [q * p.interval_scale(cal.horizon_slope, cal.spread_weight) for p in pfs]
+        lo[lv] = [p.value - h for p, h in zip(pfs, half, strict=True)]
+        hi[lv] = [p.value + h for p, h in zip(pfs, half, strict=True)]
+    return lo, hi
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--paper-every", type=int, default=3, help="run the paper grid on every k-th curve per source"
+    )
+    ap.add_argument("--paper-cache", type=Path, default=None, help="JSON file keeping paper-grid predictions")
+    ap.add_argument(
+        "--recentred-every",
+        type=int,
+        default=None,
+        help="as --paper-every, for the paper grid with its A grid recentred per curve (default: same)",
+    )
+    ap.add_argument(
+        "--recentred-cache",
+        type=Path,
+        default=None,
+        help="JSON file keeping recentred paper-grid predictions",
+    )
+    ap.add_argument(
+        "--paper-only", action="store_true", help="only compute the paper grids into their caches, then stop"
+    )
+    ap.add_argument(
+        "--boot", type=int, default=0, help="bootstrap replicates for the old fit_sigmoid intervals"
+    )
+    args = ap.parse_args()
+    recentred_every = args.paper_every if args.recentred_every is None else args.recentred_every
+    t0 = time.perf_counter()
+    curves = load_real()
+    n = len(curves)
+    print(
+        f"date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {platform.node()} ({os.cpu_count()} CPUs, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}); {n} curves: "
+        + ", ".join(f"{SHORT[s]} {sum(c.source == s for c in curves)}" for s in SOURCES)
+    )
+
+    if args.paper_only:
+        paper_grid(curves, args.paper_every, args.paper_cache)
+        paper_grid(curves, recentred_every, args.recentred_cache, RECENTRED, RECENTRED_LABEL)
+        return
+
+    # Every settings candidate's point forecasts, once (they do not depend on the fold).
+    cache = {st: backtest_points(curves, st) for st in GRID}
+    flat = {cut: flat_last3([split(c, cut) for c in curves]) for cut in CUTS}
+
+    # Leave one source out: choose on three sources, score the fourth.
+    ours: dict[float, Scored] = {
+        cut: Scored(
+            [None] * n, {lv: [np.zeros(0)] * n for lv in LEVELS}, {lv: [np.zeros(0)] * n for lv in LEVELS}
+        )
+        for cut in CUTS
+    }
+    print("\nleave-one-source-out choices:")
+    for src in SOURCES:
+        train = [i for i, c in enumerate(curves) if c.source != src]
+        test = [i for i, c in enumerate(curves) if c.source == src]
+        st, cal = choose(curves, train, cache, flat)
+        print(
+            f"- held out {SHORT[src]}: origins={st.origins}, temperature={st.temperature}, "
+            f"members={'+'.join(st.members)}, slope={cal.horizon_slope}, spread={cal.spread_weight}, "
+            f"q50/80/90={cal.quantile(0.5):.2f}/{cal.quantile(0.8):.2f}/{cal.quantile(0.9):.2f}"
+        )
+        for cut in CUTS:
+            pfs = cache[st][cut]
+            lo, hi = with_intervals(pfs, cal)
+            sc = ours[cut]
+            for i in test:
+                ok = pfs[i].status == "ok"
+                sc.pred[i] = pfs[i].value if ok else None
+                for lv in LEVELS:
+                    assert sc.lo is not None and sc.hi is not None
+                    sc.lo[lv][i] = lo[lv][i]
+                    sc.hi[lv][i] = hi[lv][i]
+
+    rows: dict[str, dict[float, Scored]] = {"this project (LOSO)": ours}
+    rows["fit_sigmoid defaults"] = {}
+    for cut in CUTS:
+        splits = [split(c, cut) for c in curves]
+        rows["fit_sigmoid defaults"][cut] = (
+            sigmoid_bootstrap(splits, args.boot)
+            if args.boot
+            else sigmoid_method(splits, "fast", first_r0=False)
+        )
+    rows["curve_fit loop"] = {
+        cut: sigmoid_method([split(c, cut) for c in curves], "curve_fit", True) for cut in CUTS
+    }
+    rows["power law"] = {cut: power_law([split(c, cut) for c in curves]) for cut in CUTS}
+    rows["flat-last-3"] = flat
+    t_paper = time.perf_counter()
+    papers = {
+        "paper grid": (paper_grid(curves, args.paper_every, args.paper_cache), args.paper_every),
+        RECENTRED_LABEL: (
+            paper_grid(curves, recentred_every, args.recentred_cache, RECENTRED, RECENTRED_LABEL),
+            recentred_every,
+        ),
+    }
+    t_paper = time.perf_counter() - t_paper
+    partial: dict[str, int] = {}  # paper rows not run on every curve -> their --every
+    for label, (paper, every) in papers.items():
+        rows[label] = {
+            cut: Scored(
+                [np.array(paper[(c.name, cut)]) if paper.get((c.name, cut)) else None for c in curves]
+            )
+            for cut in CUTS
+        }
+        if sum((c.name, CUTS[0]) in paper for c in curves) < n:
+            partial[label] = every
+    # A paper row run on a subset only appears in the like-for-like table on that subset.
+    shown = {k: v for k, v in rows.items() if k not in partial}
+    sub = [i for i, c in enumerate(curves) if all((c.name, CUTS[0]) in papers[label][0] for label in partial)]
+    if any(every <= 0 for every in partial.values()):
+        sub = []
+    table("All curves (leave-one-source-out for this project)", shown, curves, range(n))
+    # The error a perfect forecast of the noiseless curve would still make: mean |noise| of the
+    # held-out points, noise sd from the MAD of their first differences / sqrt(2) (Gaussian).
+    floor = []
+    for cut in CUTS:
+        per = []
+        for c in curves:
+            y = split(c, cut).y_test
+            if y.size > 3:
+                d = np.diff(y)
+                per.append(
+                    1.4826
+                    * float(np.median(np.abs(d - np.median(d))))
+                    / math.sqrt(2)
+                    * math.sqrt(2 / math.pi)
+                )
+        floor.append(float(np.median(per)))
+    print(
+        "\nnoise floor (median over curves of the held-out points' mean |noise|): "
+        + ", ".join(f"{int(100 * cut)}% cut {f:.4f}" for cut, f in zip(CUTS, floor, strict=True))
+    )
+    print("\n### This project's interval coverage per held-out source (50 / 80 / 90%)\n")
+    print("| cut | " + " | ".join(SHORT[s] for s in SOURCES) + " |")
+    print("|---|" + "---|" * len(SOURCES))
+    for cut in CUTS:
+        cells = []
+        for src in SOURCES:
+            idx = [i for i, c in enumerate(curves) if c.source == src]
+            cells.append(" / ".join(fmt(100 * coverage(ours[cut], cut, curves, lv, idx), 0) for lv in LEVELS))
+        print(f"| {int(cut * 100)}% | " + " | ".join(cells) + " |")
+    if sub and partial:
+        table(
+            f"Paper-grid subset ({len(sub)} curves: every {max(partial.values())}-th per source), "
+            "like for like",
+            rows,
+            curves,
+            sub,
+        )
+
+    # The constants the library ships: chosen on all sources.
+    st, cal = choose(curves, range(n), cache, flat)
+    print(
+        f"\ncalibration shipped (all sources): EnsembleSettings(origins={st.origins}, "
+        f"temperature={st.temperature}, members={st.members}); IntervalCalibration(levels={cal.levels}, "
+        f"quantiles={tuple(round(q, 3) for q in cal.quantiles)}, horizon_slope={cal.horizon_slope}, "
+        f"spread_weight={cal.spread_weight})"
+    )
+    if (
+        st != DEFAULT_ENSEMBLE
+        or cal.horizon_slope != DEFAULT_CALIBRATION.horizon_slope
+        or not np.allclose(cal.quantiles, DEFAULT_CALIBRATION.quantiles, atol=0.0015)
+    ):
+        print("NOTE: the library's DEFAULT_ENSEMBLE / DEFAULT_CALIBRATION differ from these; update them.")
+    print(f"\npaper grid: {t_paper:.0f} s this run; total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

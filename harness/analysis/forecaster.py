@@ -1,0 +1,520 @@
+"""Forecasting one training curve beyond its last point: an ensemble with calibrated intervals.
+
+Point forecast. Three members forecast the curve:
+
+- ``sigmoid``: the batched sigmoid fit (:mod:`.batched`) with R0 at the true start of training
+  (the lowest-compute point, not the mean of the first three: that mean biases a fast-rising
+  curve). A ``pre-inflection`` fit still forecasts from its raw parameters (A is bounded by
+  ``FitOptions.a_bounds``), since a value forecast does not claim the ceiling is pinned;
+- ``flat``: the mean of the last ``flat_points`` points (RL curves often sit on their plateau);
+- ``power``: the power law ``A - D / C^B`` (closed form on a grid of B, see :mod:`.powerlaw`).
+
+Each member is weighted by its own rolling-origin validation error *inside the fitted part*:
+the curve's points up to ``origin`` x its last compute are fitted and the rest (of the fitted
+part) predicted, for every origin in ``ensemble.origins``; with ``mae`` its mean absolute error
+averaged over origins (floored at 1e-3), the weight is ``exp(-(mae / best_mae - 1) / temperature)``:
+a member 25% worse than the best gets exp(-1) of its weight at temperature 0.25. Relative errors
+make the rule scale-free, so one temperature serves noisy and smooth curves alike. A member that
+cannot forecast (a sigmoid fit that is flat or decreasing, a power law that does not increase)
+gets weight 0.
+
+Interval. The forecast error scales with the curve's noise and with how much the members
+disagree, and grows with how far ahead the forecast is. The noise scale ``s`` is the robust (MAD)
+standard deviation of the fitted part's first differences divided by sqrt(2); the spread ``d`` is
+the weighted standard deviation of the members' forecasts around the ensemble's at each compute;
+the horizon ``h`` is ``(C - C_last) / (C_last - C_first)`` (0 inside the fitted part). With the unit
+``u = sqrt(s^2 + (k d)^2) * (1 + slope * h)`` (``k`` = the calibration's ``spread_weight``), the
+interval is ``value +- q(level) * u``, where ``q`` is a split-conformal quantile of ``|error| / u``
+over rolling-origin backtests (cuts at 25/50/75% of every curve's compute, each curve weighted
+equally). ``k = 1`` (noise and member disagreement add as variances) is fixed, not tuned;
+``slope`` and ``q`` are fitted.
+
+The defaults (:data:`DEFAULT_ENSEMBLE`, :data:`DEFAULT_CALIBRATION`) were chosen by
+``bench/forecast.py`` on all real curves in /work/shared/data/real-rl-curves; its
+leave-one-source-out table (bench/README.md, "Forecasts") shows what to expect on unseen curves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from harness.analysis.curve import FitOptions, FloatArray, clean_sigma, prepare, sigmoid_curve
+from harness.analysis.fitters import fit_sigmoid_many
+from harness.analysis.powerlaw import _B_GRID, _solve
+from harness.errors import ConfigError
+
+MEMBERS = ("sigmoid", "flat", "power")
+ForecastStatus = Literal["ok", "too-few-points", "flat"]
+_ERR_FLOOR = 1e-3  # validation errors below a tenth of a point are noise, not skill
+_SCALE_FLOOR = 1e-3  # a perfectly smooth curve still gets a non-degenerate interval
+# Every third B of the power law's own grid (80 values, 11% apart): the member's forecast barely
+# moves between neighbours, and it keeps 1,000 forecasts (3 power-law fits each) under 2 s.
+_POWER_B = _B_GRID[::3]
+
+
+@dataclass(frozen=True)
+class EnsembleSettings:
+    """How the point forecast combines its members (see the module docstring).
+
+    ``origins``: rolling-origin cuts inside the fitted part, as fractions of its last compute.
+    ``temperature``: member weight ``exp(-(mae / best_mae - 1) / temperature)``; large = equal
+    weights, small = pick the best member.
+    ``members``: which members take part. ``flat_points``: the points the flat member averages.
+    """
+
+    origins: tuple[float, ...] = (0.7, 0.85)
+    temperature: float = 0.1
+    members: tuple[str, ...] = MEMBERS
+    flat_points: int = 3
+
+    def __post_init__(self) -> None:
+        if not self.origins or not all(0.0 < o < 1.0 for o in self.origins):
+            raise ConfigError(
+                "each origin must be in (0, 1)", field="origins", value=self.origins, fix="use (0.7, 0.85)"
+            )
+        bad = [m for m in self.members if m not in MEMBERS]
+        if bad or not self.members:
+            raise ConfigError(
+                "unknown member", field="members", value=self.members, fix=f"use some of {MEMBERS}"
+            )
+        if not self.temperature > 0:
+            raise ConfigError("must be > 0", field="temperature", value=self.temperature, fix="use 0.1")
+        if self.flat_points < 1:
+            raise ConfigError("must be >= 1", field="flat_points", value=self.flat_points, fix="use 3")
+
+
+@dataclass(frozen=True)
+class IntervalCalibration:
+    """Split-conformal quantiles of the normalised absolute error ``|e| / u`` (the unit ``u`` of
+    :meth:`PointForecast.interval_scale` with ``horizon_slope`` and ``spread_weight``) at the
+    nominal levels ``levels`` (increasing); other levels interpolate linearly between them."""
+
+    levels: tuple[float, ...]
+    quantiles: tuple[float, ...]
+    horizon_slope: float = 1.0
+    spread_weight: float = 1.0
+
+    def quantile(self, level: float) -> float:
+        if not self.levels[0] <= level <= self.levels[-1]:
+            raise ConfigError(
+                "interval level outside the calibrated range",
+                field="level",
+                value=level,
+                fix=f"use a level in [{self.levels[0]}, {self.levels[-1]}]",
+            )
+        return float(np.interp(level, self.levels, self.quantiles))
+
+
+CALIBRATED_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98)
+
+# Chosen by bench/forecast.py on all sources (see its "calibration shipped" line).
+DEFAULT_ENSEMBLE = EnsembleSettings()
+DEFAULT_CALIBRATION = IntervalCalibration(
+    levels=CALIBRATED_LEVELS,
+    quantiles=(0.734, 0.932, 1.21, 1.572, 2.171, 2.851, 3.783),
+    horizon_slope=0.5,
+    spread_weight=1.0,
+)
+
+
+@dataclass(frozen=True)
+class PointForecast:
+    """A point forecast before its interval: ``scale`` is the noise scale s, ``horizon`` the
+    relative horizon h at each ``at``, ``weights`` the member weights (member order MEMBERS)."""
+
+    at: FloatArray
+    value: FloatArray
+    scale: float
+    horizon: FloatArray
+    weights: tuple[float, float, float]
+    status: ForecastStatus
+    reason: str
+    members: FloatArray = field(repr=False)  # (3, len(at)) member forecasts, NaN where none
+
+    @property
+    def spread(self) -> FloatArray:
+        """How much the members disagree at each ``at``: the weighted standard deviation of their
+        forecasts around the ensemble's (the model-uncertainty part of the interval). Large where
+        the sigmoid, the flat line and the power law tell different stories and validation could
+        not pick one; small where they agree or one clearly won."""
+        w = np.asarray(self.weights)
+        if self.status != "ok":
+            return np.full(self.at.shape, np.nan)
+        if not self.members.size or not (w > 0).any():
+            return np.zeros(self.at.shape)
+        dev = np.where(w[:, None] > 0, self.members - self.value[None, :], 0.0)
+        return np.asarray(np.sqrt((w[:, None] * dev**2).sum(axis=0)), dtype=np.float64)
+
+    def interval_scale(self, horizon_slope: float, spread_weight: float = 1.0) -> FloatArray:
+        """The unit the calibrated quantiles multiply: ``sqrt(s^2 + (k d)^2) * (1 + slope * h)``
+        with ``k = spread_weight`` and ``d`` the member spread."""
+        return np.sqrt(self.scale**2 + (spread_weight * self.spread) ** 2) * (
+            1.0 + horizon_slope * self.horizon
+        )
+
+
+@dataclass(frozen=True)
+class CurveForecast:
+    """A forecast of one curve at the compute values ``at``: ``value`` with the interval
+    [``lo``, ``hi``] meant to contain a future *observation* with probability ``level``.
+    ``status`` is ``ok`` or says why there is no sound forecast (then the arrays hold NaN).
+    ``weights`` maps each ensemble member to its weight; ``scale`` is the noise scale and
+    ``spread`` the members' disagreement at each ``at`` (both enter the interval's width)."""
+
+    at: FloatArray
+    value: FloatArray
+    lo: FloatArray
+    hi: FloatArray
+    level: float
+    status: ForecastStatus
+    reason: str
+    weights: dict[str, float]
+    scale: float
+    spread: FloatArray
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def noise_scale(values: FloatArray) -> float:
+    """Robust per-point noise sd of a curve: MAD of first differences x 1.4826 / sqrt(2)."""
+    if values.size < 3:
+        return _SCALE_FLOOR
+    d = np.diff(values)
+    mad = float(np.median(np.abs(d - np.median(d))))
+    return max(1.4826 * mad / math.sqrt(2.0), _SCALE_FLOOR)
+
+
+def _power_forecast(x: FloatArray, y: FloatArray, at: FloatArray) -> FloatArray:
+    """The power law on its B grid (closed form, no scalar refinement: fast enough to batch)."""
+    pos = x > 0
+    x, y = x[pos], y[pos]
+    if x.size < 4 or np.ptp(y) <= 0:
+        return np.full(at.shape, np.nan)
+    scale = float(x[-1])
+    a, d, sse = _solve(x / scale, y, _POWER_B)
+    k = int(np.nanargmin(np.where(np.isfinite(sse), sse, np.inf)))
+    if not (np.isfinite(a[k]) and d[k] > 0):
+        return np.full(at.shape, np.nan)
+    with np.errstate(divide="ignore", over="ignore"):
+        out = a[k] - d[k] * (np.maximum(at, 1e-300) / scale) ** -_POWER_B[k]
+    return np.asarray(out, dtype=np.float64)
+
+
+def _members(
+    curves: Sequence[tuple[FloatArray, FloatArray]],
+    ats: Sequence[FloatArray],
+    r0: Sequence[float],
+    sigma: Sequence[FloatArray | None] | None,
+    settings: EnsembleSettings,
+) -> list[FloatArray]:
+    """(3, len(at)) member forecasts for every curve; NaN rows where a member cannot forecast."""
+    fits = fit_sigmoid_many(list(curves), r0=list(r0), sigma=None if sigma is None else list(sigma))
+    out = []
+    for (x, y), at, fit in zip(curves, ats, fits, strict=True):
+        m = np.full((3, at.size), np.nan)
+        if "sigmoid" in settings.members:
+            if fit.status == "ok":
+                m[0] = fit.predict(at)
+            elif fit.status == "pre-inflection":
+                m[0] = sigmoid_curve(at, fit.r0, fit.a_raw, fit.b, fit.c_mid)
+        if y.size:  # always computed: the fallback when no other member can forecast
+            m[1] = float(np.mean(y[-settings.flat_points :]))
+        if "power" in settings.members:
+            m[2] = _power_forecast(x, y, at)
+        m[~np.isfinite(m).all(axis=1)] = np.nan
+        out.append(m)
+    return out
+
+
+def point_forecast_many(
+    curves: Sequence[tuple[ArrayLike, ArrayLike]],
+    at: Sequence[ArrayLike],
+    *,
+    r0: Sequence[float | None] | None = None,
+    sigma: Sequence[ArrayLike | None] | None = None,
+    settings: EnsembleSettings = DEFAULT_ENSEMBLE,
+    options: FitOptions | None = None,
+) -> list[PointForecast]:
+    """Point forecasts for many curves at once (every sigmoid fit in one batched call per origin).
+
+    ``r0`` (one per curve, None = the lowest-compute finite value) is R0 for the sigmoid;
+    ``sigma`` (one array of per-point standard errors per curve, or None) weights the sigmoid
+    fit (see :func:`harness.analysis.fitters.fit_sigmoid_many`). ``options`` only supplies the
+    degenerate-curve checks (``min_points``, ``flat_tol``; defaults of :class:`FitOptions`).
+    """
+    opts = options or FitOptions()
+    n = len(curves)
+    clean: list[tuple[FloatArray, FloatArray]] = []
+    sig_clean: list[FloatArray | None] = []
+    starts: list[float] = []
+    pre: list[tuple[ForecastStatus, str] | None] = []
+    notes: list[str] = []  # what cleaning did, appended to each curve's reason
+    ats = [np.asarray(a, dtype=np.float64).ravel() for a in at]
+    for i, (c, v) in enumerate(curves):
+        cv = np.asarray(c, dtype=np.float64).ravel()
+        vv = np.asarray(v, dtype=np.float64).ravel()
+        sd = clean_sigma(None if sigma is None else sigma[i], vv.size)
+        k = min(cv.size, vv.size)
+        cv, vv = cv[:k], vv[:k]
+        good = np.isfinite(cv) & np.isfinite(vv)
+        order = np.argsort(cv[good], kind="stable")
+        x, y = cv[good][order], vv[good][order]
+        clean.append((x, y))
+        dropped = int(k - good.sum())
+        notes.append(f"dropped {dropped} non-finite point(s)" if dropped else "")
+        sig_clean.append(None if sd is None else sd[:k][good][order])
+        given = None if r0 is None else r0[i]
+        starts.append(float(given) if given is not None else (float(y[0]) if y.size else math.nan))
+        prep = prepare(
+            x, y, FitOptions(min_points=opts.min_points, flat_tol=opts.flat_tol), r0_override=starts[-1]
+        )
+        if prep.status in ("too-few-points", "flat"):
+            pre.append((prep.status, "; ".join(r for r in (prep.reason, notes[-1]) if r)))
+        else:
+            pre.append(None)
+    todo = [i for i in range(n) if pre[i] is None]
+    # The final fit and every rolling-origin fit, all in one list of member forecasts.
+    jobs_curves: list[tuple[FloatArray, FloatArray]] = []
+    jobs_at: list[FloatArray] = []
+    jobs_r0: list[float] = []
+    jobs_sigma: list[FloatArray | None] = []
+    inner: list[list[tuple[int, FloatArray]]] = []  # per todo curve: (job index, held-out values)
+    base: list[int] = []  # per todo curve: the job index of its final fit
+    for i in todo:
+        x, y = clean[i]
+        base.append(len(jobs_curves))
+        jobs_curves.append((x, y))
+        jobs_at.append(ats[i])
+        jobs_r0.append(starts[i])
+        jobs_sigma.append(sig_clean[i])
+        mine = []
+        for o in settings.origins:
+            tr = x <= o * float(x[-1])
+            if int((tr & (x > 0)).sum()) < opts.min_points or int((~tr).sum()) < 1:
+                continue  # too short to validate at this origin
+            mine.append((len(jobs_curves), y[~tr]))
+            jobs_curves.append((x[tr], y[tr]))
+            jobs_at.append(x[~tr])
+            jobs_r0.append(starts[i])
+            s_i = sig_clean[i]
+            jobs_sigma.append(None if s_i is None else s_i[tr])
+        inner.append(mine)
+    any_sigma = any(s is not None for s in jobs_sigma)
+    member_preds = _members(jobs_curves, jobs_at, jobs_r0, jobs_sigma if any_sigma else None, settings)
+    allowed = np.array([m in settings.members for m in MEMBERS])
+    out: list[PointForecast | None] = [None] * n
+    for j, i in enumerate(todo):
+        x, y = clean[i]
+        m = member_preds[base[j]]
+        w = _weights(m, [(member_preds[jj], held) for jj, held in inner[j]], allowed, settings.temperature)
+        value = (np.where(w[:, None] > 0, m, 0.0) * w[:, None]).sum(axis=0)
+        pos = x[x > 0]
+        c_first, c_last = float(pos[0]), float(x[-1])
+        span = max(c_last - c_first, 1e-12)
+        h = np.clip((ats[i] - c_last) / span, 0.0, None)
+        out[i] = PointForecast(
+            at=ats[i],
+            value=np.asarray(value, dtype=np.float64),
+            scale=noise_scale(y),
+            horizon=h,
+            weights=(float(w[0]), float(w[1]), float(w[2])),
+            status="ok",
+            reason=notes[i],
+            members=m,
+        )
+    for i in range(n):
+        if out[i] is None:
+            status, reason = pre[i]  # type: ignore[misc]
+            nan = np.full(ats[i].shape, np.nan)
+            out[i] = PointForecast(
+                ats[i], nan, math.nan, nan, (0.0, 0.0, 0.0), status, reason, np.full((3, ats[i].size), np.nan)
+            )
+    return [p for p in out if p is not None]
+
+
+def _weights(
+    final: FloatArray,
+    validation: list[tuple[FloatArray, FloatArray]],
+    allowed: NDArray[np.bool_],
+    temperature: float,
+) -> FloatArray:
+    """Member weights from rolling-origin validation errors (see the module docstring).
+
+    A member that forecasts the final horizon but could not be validated (its fit at an inner
+    origin failed) is scored at the worst validated member's error; with no validation at all
+    the usable members share equally; if only the flat line is usable it takes everything.
+    """
+    usable = allowed & np.isfinite(final).all(axis=1)
+    err = np.zeros(3)
+    cnt = np.zeros(3)
+    for pred, held in validation:
+        e = np.mean(np.abs(pred - held[None, :]), axis=1)
+        fin = np.isfinite(e)
+        err[fin] += e[fin]
+        cnt[fin] += 1
+    validated = usable & (cnt > 0)
+    if validated.any():
+        mae = np.where(cnt > 0, err / np.maximum(cnt, 1), np.nan)
+        mae = np.where(usable & ~validated, np.nanmax(mae[validated]), mae)
+        mae = np.maximum(np.nan_to_num(mae, nan=1.0), _ERR_FLOOR)
+        rel = mae / float(np.min(mae[usable])) - 1.0
+        w = np.where(usable, np.exp(-rel / temperature), 0.0)
+    else:
+        w = usable.astype(np.float64)
+    if w.sum() <= 0:
+        w = (np.arange(3) == 1).astype(np.float64)
+    return np.asarray(w / w.sum(), dtype=np.float64)
+
+
+def with_interval(pf: PointForecast, level: float, calibration: IntervalCalibration) -> CurveForecast:
+    """Attach the calibrated interval at ``level`` to a point forecast."""
+    q = calibration.quantile(level)
+    half = q * pf.interval_scale(calibration.horizon_slope, calibration.spread_weight)
+    weights = dict(zip(MEMBERS, pf.weights, strict=True))
+    return CurveForecast(
+        at=pf.at,
+        value=pf.value,
+        lo=pf.value - half,
+        hi=pf.value + half,
+        level=level,
+        status=pf.status,
+        reason=pf.reason,
+        weights=weights,
+        scale=pf.scale,
+        spread=pf.spread,
+    )
+
+
+def forecast_curves(
+    curves: Sequence[tuple[ArrayLike, ArrayLike]],
+    at: Sequence[ArrayLike],
+    *,
+    level: float = 0.9,
+    r0: Sequence[float | None] | None = None,
+    sigma: Sequence[ArrayLike | None] | None = None,
+) -> list[CurveForecast]:
+    """:func:`forecast_curve` for many curves in one batch (one ``at`` array per curve)."""
+    DEFAULT_CALIBRATION.quantile(level)  # validate before any work
+    pfs = point_forecast_many(curves, at, r0=r0, sigma=sigma)
+    return [with_interval(p, level, DEFAULT_CALIBRATION) for p in pfs]
+
+
+def forecast_curve(
+    compute: ArrayLike,
+    values: ArrayLike,
+    at: ArrayLike,
+    *,
+    level: float = 0.9,
+    r0: float | None = None,
+    sigma: ArrayLike | None = None,
+) -> CurveForecast:
+    """Forecast one curve at the compute values ``at``, with a ``level`` prediction interval.
+
+    Defaults: the ensemble of :data:`DEFAULT_ENSEMBLE` (sigmoid with R0 = the first point,
+    flat-last-3, power law; weights from rolling-origin validation at 70% and 85% of the fitted
+    compute) and the interval calibration :data:`DEFAULT_CALIBRATION`; both chosen by
+    ``bench/forecast.py`` on all real curves (see bench/README.md, "Forecasts"). ``level``
+    (default 0.9) must lie in [0.5, 0.98], the calibrated range. ``r0`` overrides R0 (the value at
+    the start of training); ``sigma`` (per-point standard errors aligned with ``values``) weights
+    the sigmoid fit. A curve with fewer than 4 usable points or no movement gets status
+    ``too-few-points`` / ``flat``, a reason, and NaN arrays; it never raises on data.
+    """
+    return forecast_curves(
+        [(compute, values)],
+        [at],
+        level=level,
+        r0=None if r0 is None else [r0],
+        sigma=None if sigma is None else [sigma],
+    )[0]
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Compute at which the forecast reaches ``fraction`` x the fitted A (``a``), with the
+    compute at which the interval's upper / lower edge gets there (``lo`` / ``hi``; NaN when
+    that edge never does within the horizon searched). NaN ``compute`` and a reason otherwise."""
+
+    fraction: float
+    a: float
+    compute: float
+    lo: float
+    hi: float
+    reason: str = ""
+
+
+def _first_crossing(grid: FloatArray, values: FloatArray, target: float) -> float:
+    hit = np.flatnonzero(values >= target)
+    if hit.size == 0:
+        return math.nan
+    k = int(hit[0])
+    if k == 0:
+        return float(grid[0])
+    # Interpolate in log compute between the last grid point below and the first at or above.
+    v0, v1 = float(values[k - 1]), float(values[k])
+    t = (target - v0) / (v1 - v0) if v1 > v0 else 1.0
+    return float(np.exp(np.log(grid[k - 1]) + t * (np.log(grid[k]) - np.log(grid[k - 1]))))
+
+
+def forecast_reach(
+    compute: ArrayLike,
+    values: ArrayLike,
+    fraction: float,
+    *,
+    level: float = 0.9,
+    r0: float | None = None,
+    sigma: ArrayLike | None = None,
+    horizon: float = 1000.0,
+) -> Reach:
+    """The compute at which a curve reaches ``fraction`` x its fitted ceiling A.
+
+    A is the sigmoid fit's (R0 = the first point, as in the ensemble); if the fitted curve gets
+    there inside the data, that compute is returned (the data already covers it); otherwise the
+    forecast of :func:`forecast_curve` is searched on a log grid up to ``horizon`` (default
+    1000) x the last compute, and so are its interval edges at ``level``. No fitted A (a curve
+    that has not passed its inflection, a flat or decreasing one) or a forecast that never gets
+    there gives NaN and the reason.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ConfigError("must be in (0, 1)", field="fraction", value=fraction, fix="use e.g. 0.95")
+    c = np.asarray(compute, dtype=np.float64).ravel()
+    v = np.asarray(values, dtype=np.float64).ravel()
+    k = min(c.size, v.size)
+    good = np.isfinite(c[:k]) & np.isfinite(v[:k])
+    order = np.argsort(c[:k][good], kind="stable")
+    x, y = c[:k][good][order], v[:k][good][order]
+    if x.size == 0 or not (x > 0).any():
+        return Reach(fraction, math.nan, math.nan, math.nan, math.nan, "no points at compute > 0")
+    start = float(y[0]) if r0 is None else float(r0)
+    s_clean = clean_sigma(sigma, v.size)
+    s = None if s_clean is None else s_clean[:k][good][order]
+    fit = fit_sigmoid_many([(x, y)], r0=[start], sigma=None if s is None else [s])[0]
+    nan = math.nan
+    if not fit.ok:
+        return Reach(fraction, nan, nan, nan, nan, f"no fitted ceiling: fit is {fit.status} ({fit.reason})")
+    target = fraction * fit.a
+    inside = fit.compute_to_reach(fraction)
+    if math.isfinite(inside) and inside <= float(x[-1]):
+        return Reach(fraction, fit.a, inside, inside, inside, "reached inside the data (fitted curve)")
+    grid = np.geomspace(float(x[-1]), float(x[-1]) * horizon, 400)
+    fc = forecast_curve(x, y, grid, level=level, r0=start, sigma=s)
+    if not fc.ok:
+        return Reach(fraction, fit.a, nan, nan, nan, f"no forecast: {fc.status} ({fc.reason})")
+    at = _first_crossing(grid, fc.value, target)
+    early = _first_crossing(grid, fc.hi, target)
+    late = _first_crossing(grid, fc.lo, target)
+    reason = ""
+    if not math.isfinite(at):
+        weights = ", ".join(f"{k}={w:.2f}" for k, w in fc.weights.items())
+        reason = (
+            f"the forecast levels off at {float(fc.value[-1]):.4f} < {fraction:g} x A = {target:.4f} "
+            f"within {horizon:g}x the last compute (member weights {weights})"
+        )
+    return Reach(fraction, fit.a, at, early, late, reason)

@@ -1,0 +1,197 @@
+"""``scalerl forecast``: where each variant of a sweep is heading, with calibrated intervals."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.analysis.verdicts import VariantCurves
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "forecast",
+        help="forecast each variant's metric at a larger compute (calibrated prediction intervals)",
+        description="Forecast every variant of a sweep (its seeds pooled) with "
+        "harness.analysis.forecast_curve: an ensemble of the sigmoid, a flat line and a power law "
+        "weighted by rolling-origin validation, with prediction intervals calibrated on real RL "
+        "curves (bench/forecast.py; see bench/README.md, 'Forecasts'). Metric and axis default to "
+        "the sweep's fit section, like `scalerl fit`.",
+    )
+    p.add_argument("sweep", metavar="SWEEP")
+    p.add_argument(
+        "--at",
+        type=float,
+        nargs="+",
+        metavar="COMPUTE",
+        help="compute value(s) to forecast at (default: 2x each variant's largest compute)",
+    )
+    p.add_argument(
+        "--reach",
+        type=float,
+        metavar="FRACTION",
+        help="also report the compute at which the forecast reaches FRACTION x the fitted A (e.g. 0.95)",
+    )
+    p.add_argument("--level", type=float, default=0.9, help="prediction-interval level (default 0.9)")
+    p.add_argument("--metric", help="point metric (default: the sweep's fit.metric, else val/pass_rate)")
+    p.add_argument(
+        "--axis",
+        choices=("gpu_hours", "flops", "tokens", "samples", "step"),
+        help="compute axis (default: the sweep's fit.axis, else flops)",
+    )
+    p.add_argument("--json", action="store_true", help="print the forecasts as JSON")
+    p.add_argument(
+        "--db", metavar="URL", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)"
+    )
+    p.set_defaults(func=_forecast)
+
+
+def _clean(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def _num(v: float, fmt: str = ".4f") -> str:
+    return format(v, fmt) if math.isfinite(v) else "-"
+
+
+def load_groups(store: Any, sweep: str, metric: str, axis: str) -> dict[str, VariantCurves]:
+    """Variant -> its seed curves of ``metric`` on ``axis`` from an open store (points without an
+    ``axis`` value dropped); an empty sweep or an unfilled axis raises AnalysisError with a fix."""
+    import db
+    from harness.analysis.sweep import group_curves
+    from harness.errors import AnalysisError
+
+    frame = db.queries.curves(store, sweep, metric)
+    if frame.empty:
+        raise AnalysisError(f"sweep {sweep!r} has no points for metric {metric!r} (fix: pass --metric)")
+    if frame[axis].isna().all():
+        filled = [
+            a
+            for a in ("gpu_hours", "flops", "tokens", "samples", "step")
+            if a in frame and frame[a].notna().any()
+        ]
+        raise AnalysisError(
+            f"no point has a {axis!r} value (fix: use --axis {' or '.join(filled) or 'step'})"
+        )
+    return group_curves(frame[frame[axis].notna()], axis)
+
+
+def forecast_rows(
+    groups: Mapping[str, VariantCurves],
+    at: Sequence[float] | None = None,
+    *,
+    level: float = 0.9,
+    reach: float | None = None,
+) -> list[dict[str, Any]]:
+    """One row per variant: :func:`harness.analysis.forecast_curve` on its seeds pooled, at ``at``
+    (default: 2x the variant's largest compute), with ``level`` intervals; ``reach`` adds
+    :func:`harness.analysis.forecaster.forecast_reach`. Shared by ``scalerl forecast`` and
+    ``scalerl fit`` so that both print the same numbers."""
+    import numpy as np
+
+    from harness.analysis.forecaster import forecast_curve, forecast_reach
+    from harness.analysis.uncertainty import pool
+
+    out: list[dict[str, Any]] = []
+    for variant, vc in groups.items():
+        x, y = pool(list(vc.curves))
+        last = float(np.nanmax(x)) if x.size else math.nan
+        where = np.asarray(at if at is not None else [2.0 * last], dtype=np.float64)
+        fc = forecast_curve(x, y, where, level=level)
+        row: dict[str, Any] = {
+            "variant": variant,
+            "knob": vc.knob,
+            "runs": len(vc.curves),
+            "points": int(np.isfinite(y).sum()),
+            "last_compute": _clean(last),
+            "status": fc.status,
+            "reason": fc.reason,
+            "level": level,
+            "weights": fc.weights,
+            "forecasts": [
+                {
+                    "compute": float(c),
+                    "value": _clean(float(v)),
+                    "lo": _clean(float(lo)),
+                    "hi": _clean(float(hi)),
+                }
+                for c, v, lo, hi in zip(where, fc.value, fc.lo, fc.hi, strict=True)
+            ],
+        }
+        if reach is not None:
+            r = forecast_reach(x, y, reach, level=level)
+            row["reach"] = {
+                "fraction": r.fraction,
+                "a": _clean(r.a),
+                "compute": _clean(r.compute),
+                "lo": _clean(r.lo),
+                "hi": _clean(r.hi),
+                "reason": r.reason,
+            }
+        out.append(row)
+    return out
+
+
+def print_rows(rows: Sequence[Mapping[str, Any]], axis: str, indent: str = "  ") -> None:
+    """The text form of :func:`forecast_rows`: one header line per variant, one line per compute."""
+    for row in rows:
+        last_c = _num(row["last_compute"] or math.nan, ".4g")
+        head = f"{row['variant']} ({row['runs']} run(s), {row['points']} points, last {axis} {last_c})"
+        if row["status"] != "ok":
+            print(f"{indent}{head}: no forecast: {row['status']} ({row['reason']})")
+            continue
+        print(f"{indent}{head}")
+        for f in row["forecasts"]:
+            v, lo, hi = (math.nan if f[k] is None else f[k] for k in ("value", "lo", "hi"))
+            print(f"{indent}  at {f['compute']:.4g}: {_num(v)} [{_num(lo)}, {_num(hi)}]")
+        if "reach" in row:
+            r = row["reach"]
+            c, lo, hi = (math.nan if r[k] is None else r[k] for k in ("compute", "lo", "hi"))
+            a = math.nan if r["a"] is None else r["a"]
+            if math.isfinite(c):
+                span = "" if lo == hi == c else f" [{_num(lo, '.4g')}, {_num(hi, '.4g')}]"
+                note = f" ({r['reason']})" if r["reason"] else ""
+                print(
+                    f"{indent}  reaches {r['fraction']:g} x A (A={_num(a)}) at {_num(c, '.4g')}{span}{note}"
+                )
+            else:
+                print(f"{indent}  never reaches {r['fraction']:g} x A: {r['reason']}")
+
+
+def _forecast(args: argparse.Namespace) -> int:
+    import db
+    from harness.analysis.forecaster import DEFAULT_CALIBRATION
+    from harness.analysis.sweep import FitRequest, resolve_request
+    from harness.errors import AnalysisError, ConfigError
+
+    DEFAULT_CALIBRATION.quantile(args.level)  # a bad level fails before touching the store
+    if args.reach is not None and not 0.0 < args.reach < 1.0:
+        raise ConfigError("must be in (0, 1)", field="--reach", value=args.reach, fix="use e.g. --reach 0.95")
+    if args.at is not None and not all(math.isfinite(a) and a > 0 for a in args.at):
+        raise ConfigError(
+            "must be positive compute values", field="--at", value=args.at, fix="e.g. --at 1e18"
+        )
+    store = db.open_store(args.db)
+    try:
+        sweeps = db.queries.sweeps(store)
+        match = sweeps[sweeps["name"] == args.sweep]
+        if match.empty:
+            known = ", ".join(sweeps["name"].astype(str).tolist()[:10]) or "none"
+            raise AnalysisError(f"sweep {args.sweep!r} is not in the store (fix: use one of: {known})")
+        spec = match.iloc[0]["spec"] or {}
+        metric, axis, _, _ = resolve_request(FitRequest(metric=args.metric, axis=args.axis), spec)
+        groups = load_groups(store, args.sweep, metric, axis)
+    finally:
+        store.close()
+    out = forecast_rows(groups, args.at, level=args.level, reach=args.reach)
+    if args.json:
+        print(json.dumps({"sweep": args.sweep, "metric": metric, "axis": axis, "variants": out}, indent=2))
+        return 0
+    intervals = f"{args.level:.0%} prediction intervals"
+    print(f"sweep {args.sweep}: metric {metric} on {axis}; {len(out)} variant(s); {intervals}")
+    print_rows(out, axis)
+    return 0

@@ -1,0 +1,32 @@
+"""harness.client: a lab's script logs points (with their sample counts) into the run's store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import db
+from harness import client
+
+
+def test_client_log_carries_n_into_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = db.open_store(url, spool_dir=tmp_path / "spool")
+    store.ensure_sweep("s", {})
+    store.register_run(db.RunRecord("r1", "s", "baseline", 0, {}, "h"))
+    attempt = store.start_attempt("r1")
+    monkeypatch.setenv("SCALERL_RUN_ID", "r1")
+    monkeypatch.setenv("SCALERL_ATTEMPT", str(attempt))
+    monkeypatch.setenv("SCALERL_DB_URL", url)
+    monkeypatch.setenv("SCALERL_SPOOL_DIR", str(tmp_path / "spool"))
+    try:
+        client.log(0, {"val/pass_rate": 0.25, "loss": 1.5}, compute={"samples": 64}, n={"val/pass_rate": 256})
+        client.log(1, {"val/pass_rate": 0.5}, compute={"samples": 128})
+    finally:
+        client.close()
+    df = db.curves(store, "s", "val/pass_rate")
+    assert df["value"].tolist() == [0.25, 0.5] and df["samples"].tolist() == [64.0, 128.0]
+    assert df["n"].tolist()[0] == 256.0 and df["n"].isna().tolist() == [False, True]
+    assert db.curves(store, "s", "loss")["n"].isna().all()
+    store.close()

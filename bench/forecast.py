@@ -408,6 +408,31 @@ def table(
             )
 
 
+def common_pooled(rows: dict[str, dict[float, Scored]], curves: Sequence[RealCurve]) -> None:
+    """Pooled median |error| on the curves every method forecasts: the pooled column of the main
+    table leaves out each method's unfitted curves, which are mostly the hard ones."""
+    print("\n### Pooled median |error| on the curves every method forecasts (like for like)\n")
+    print("| cut | curves | " + " | ".join(rows) + " |")
+    print("|---|---|" + "---|" * len(rows))
+    for cut in CUTS:
+        errs = {name: curve_errors(by_cut[cut].pred, cut, curves) for name, by_cut in rows.items()}
+        common = [i for i in range(len(curves)) if all(np.isfinite(e[i]) for e in errs.values())]
+        cells = [fmt(pooled_error(by_cut[cut].pred, cut, curves, common)) for by_cut in rows.values()]
+        print(f"| {int(cut * 100)}% | {len(common)} | " + " | ".join(cells) + " |")
+
+
+def pooled_noise_median(sds: np.ndarray, counts: np.ndarray) -> float:
+    """The median of |noise| over all points when curve i has ``counts[i]`` points of Gaussian
+    noise with sd ``sds[i]``: solves sum_i n_i P(|N(0, sd_i)| <= m) = N / 2 by bisection."""
+    lo, hi = 0.0, float(sds.max()) * 5 + 1e-12
+    for _ in range(60):
+        m = (lo + hi) / 2
+        # A curve with no measurable noise (sd 0) has all its |noise| at 0, inside any m.
+        inside = np.array([math.erf(m / (sd * math.sqrt(2))) if sd > 0 else 1.0 for sd in sds])
+        lo, hi = (m, hi) if float(np.sum(counts * inside)) < counts.sum() / 2 else (lo, m)
+    return (lo + hi) / 2
+
+
 def with_intervals(
     pfs: Sequence[PointForecast], cal: IntervalCalibration
 ) -> tuple[dict[float, list[np.ndarray]], dict[float, list[np.ndarray]]]:
@@ -533,25 +558,38 @@ def main() -> None:
     if any(every <= 0 for every in partial.values()):
         sub = []
     table("All curves (leave-one-source-out for this project)", shown, curves, range(n))
+    common_pooled(shown, curves)
+    print(
+        "\nheld-out points per source (what weighs in the pooled column): "
+        + "; ".join(
+            f"{int(100 * cut)}% cut "
+            + ", ".join(
+                f"{SHORT[src]} {sum(split(c, cut).y_test.size for c in curves if c.source == src)}"
+                for src in SOURCES
+            )
+            for cut in CUTS
+        )
+    )
     # The error a perfect forecast of the noiseless curve would still make: mean |noise| of the
     # held-out points, noise sd from the MAD of their first differences / sqrt(2) (Gaussian).
-    floor = []
+    floor, pooled_floor = [], []
     for cut in CUTS:
-        per = []
+        per, sds, counts = [], [], []
         for c in curves:
             y = split(c, cut).y_test
             if y.size > 3:
                 d = np.diff(y)
-                per.append(
-                    1.4826
-                    * float(np.median(np.abs(d - np.median(d))))
-                    / math.sqrt(2)
-                    * math.sqrt(2 / math.pi)
-                )
+                sd = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
+                per.append(sd * math.sqrt(2 / math.pi))
+                sds.append(sd)
+                counts.append(y.size)
         floor.append(float(np.median(per)))
+        pooled_floor.append(pooled_noise_median(np.array(sds), np.array(counts)))
     print(
         "\nnoise floor (median over curves of the held-out points' mean |noise|): "
         + ", ".join(f"{int(100 * cut)}% cut {f:.4f}" for cut, f in zip(CUTS, floor, strict=True))
+        + "; pooled over points (median |noise|, the pooled column's floor): "
+        + ", ".join(f"{f:.4f}" for f in pooled_floor)
     )
     print("\n### This project's interval coverage per held-out source (50 / 80 / 90%)\n")
     print("| cut | " + " | ".join(SHORT[s] for s in SOURCES) + " |")

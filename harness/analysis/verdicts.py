@@ -44,7 +44,10 @@ probability at its seeds and noise (:mod:`harness.analysis.power`); a ``no-effec
 Every verdict carries dA with its 95% CI (from the free fits), dB with its CI (for non-movers
 from the fixed-A refits, at the Bonferroni 97.5% level of the test; for movers from the free
 fits, 95%), and the margin, so a reader can disagree. The seed noise is measured only on
-variants that are not unstable (a collapsed seed says nothing about healthy seed-to-seed spread).
+variants that are not unstable (a collapsed seed says nothing about healthy seed-to-seed spread)
+and only on seeds whose fit pins its ceiling (``_pins_ceiling``: not at the bound, at most
+``PINNED_A_TOLERANCE`` above the run's highest value; an extrapolated A is not a measurement);
+the measurement-noise SE of A is averaged over the same seeds.
 All fits of a sweep (per-seed, pooled, bootstraps, fixed-A refits) run as a few batched calls.
 """
 
@@ -353,6 +356,31 @@ def _extrapolation_note(fits: Sequence[tuple[VariantCurves, float]], margin: flo
     return f"; note: extrapolated ceiling ({', '.join(parts)})" if parts else ""
 
 
+# How far above a run's highest observed value its fitted A may sit and still count as a measured
+# ceiling (the observed maximum sits above the plateau by the point noise; the same floor as the
+# extrapolated-ceiling note).
+PINNED_A_TOLERANCE = 0.05
+
+
+def _pins_ceiling(fit: SigmoidFit, curve: Curve, opts: FitOptions) -> bool:
+    """Whether one run's fit measures its ceiling rather than extrapolating it.
+
+    The seed noise is the spread of *measured* ceilings. A per-seed A at the upper bound, or far
+    above anything the run reached, is where a still-rising sigmoid says the run would go: on the
+    demo's 300-step curves two such seeds (A = 1.0 and 0.74 against observed maxima of 0.75 and
+    0.62) tripled the pooled sd, set a 0.089 margin and hid every knob. Those seeds still enter the
+    pooled fits and their bootstrap intervals; they are only kept out of the noise floor.
+    """
+    if not fit.ok or not math.isfinite(fit.a):
+        return False
+    values = np.asarray(curve[1], dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return False
+    at_bound = fit.a >= opts.a_bounds[1] - 1e-9
+    return not at_bound and fit.a - float(values.max()) <= PINNED_A_TOLERANCE
+
+
 def _margin(vopts: VerdictOptions, noise: float, noise_a: float) -> tuple[float, str]:
     """The largest of the configured margin, the seed noise and the measurement-noise SE of A."""
     parts = [(vopts.margin, "configured"), (noise, "seed noise"), (noise_a, "measurement noise")]
@@ -448,12 +476,21 @@ def classify(
             run_fits[vc.run_ids[i] if i < len(vc.run_ids) else f"{vc.variant}#{i}"] = f
     # Seeds of a diverged or collapsed variant say nothing about the noise of healthy runs.
     unstable = {vc.variant: _instability(vc, sigma[vc.variant], vopts) for vc in everyone}
-    noise = seed_noise({v: f for v, f in by_variant.items() if not unstable[v]})
+    noise = seed_noise(
+        {
+            vc.variant: [
+                f for f, c in zip(by_variant[vc.variant], vc.curves, strict=True) if _pins_ceiling(f, c, opts)
+            ]
+            for vc in everyone
+            if not unstable[vc.variant]
+        }
+    )
     a_ses = [
         _a_se_from_noise(f, c, se, opts)
         for vc in everyone
         if not unstable[vc.variant]
         for f, c, se in zip(by_variant[vc.variant], vc.curves, sigma[vc.variant], strict=True)
+        if _pins_ceiling(f, c, opts)  # an extrapolated A's huge SE says nothing about the noise
     ]
     noise_a = _typical_a_se(a_ses)
     margin, margin_source = _margin(vopts, noise, noise_a)

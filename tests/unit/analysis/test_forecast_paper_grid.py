@@ -41,9 +41,7 @@ def test_recentred_grid_reaches_a_ceiling_the_fixed_grid_cannot() -> None:
     y = sigmoid_curve(x, 0.1, 0.9, 1.5, c_mid)
     coarse = tuple(np.round(np.arange(0.450, 0.8001, 0.025), 3).tolist())
     fixed = fit_sigmoid(x, y, r0=0.1, method=PaperGridFitter(a_grid=coarse, n_c_mid=15))
-    moved = fit_sigmoid(
-        x, y, r0=0.1, method=PaperGridFitter(a_grid=coarse, n_c_mid=15, recentre_below=0.05)
-    )
+    moved = fit_sigmoid(x, y, r0=0.1, method=PaperGridFitter(a_grid=coarse, n_c_mid=15, recentre_below=0.05))
     assert fixed.ok and moved.ok
     assert fixed.a == pytest.approx(0.8)  # pinned at the top of 0.45..0.80
     assert abs(moved.a - 0.9) <= 0.0125 + 1e-9  # within half a grid step of the truth

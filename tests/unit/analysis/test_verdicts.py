@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from harness.analysis.curve import sigmoid_curve
+from harness.analysis.curve import FitOptions, sigmoid_curve
 from harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
 from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
 
@@ -201,3 +201,44 @@ def test_a_ceiling_far_above_the_observed_curve_is_called_an_extrapolation() -> 
     # Fully observed plateaus (the baseline, the null variant) carry no such note.
     assert "baseline A=" not in got["loo-late"].reason
     assert "extrapolated" not in got["loo-fp32"].reason
+
+
+def test_seed_noise_counts_only_seeds_that_pin_their_ceiling() -> None:
+    """An extrapolated per-seed A (at the bound, or far above the run's highest value) is not a
+    measured ceiling: it must not inflate the seed noise that sets the margin (issue 11)."""
+    from harness.analysis.curve import SigmoidFit
+    from harness.analysis.verdicts import PINNED_A_TOLERANCE, _pins_ceiling
+
+    curve = (np.arange(1.0, 11.0), np.linspace(0.3, 0.6, 10))  # highest value 0.6
+
+    def fit(a: float, status: str = "ok") -> SigmoidFit:
+        return SigmoidFit(0.3, a, 1.0, 5.0, 0.01, 10, status, "", "fast")  # type: ignore[arg-type]
+
+    opts = FitOptions()
+    assert _pins_ceiling(fit(0.62), curve, opts)
+    assert _pins_ceiling(fit(0.6 + PINNED_A_TOLERANCE - 1e-6), curve, opts)
+    assert not _pins_ceiling(fit(0.6 + PINNED_A_TOLERANCE + 1e-6), curve, opts)
+    assert not _pins_ceiling(fit(1.0), curve, opts)  # at the upper bound
+    assert not _pins_ceiling(fit(0.62, "pre-inflection"), curve, opts)
+
+
+def test_an_extrapolating_seed_does_not_set_the_margin() -> None:
+    # Three seeds of the same saturating truth, one of them cut while still rising (its A is an
+    # extrapolation); the margin must come from the two measured ceilings and the point noise.
+    rng = np.random.default_rng(3)
+    c = np.geomspace(1e3, 1e6, 40)
+    n = 640
+
+    def draw(a: float, c_mid: float) -> tuple[np.ndarray, np.ndarray]:
+        p = sigmoid_curve(c, 0.3, a, 1.5, c_mid)
+        return c, rng.binomial(n, p) / n
+
+    counts = (np.full(c.size, n),) * 3
+    base = VariantCurves("baseline", (draw(0.6, 3e4), draw(0.6, 3e4), draw(0.9, 8e5)), n=counts)
+    other = VariantCurves("v", (draw(0.6, 3e4), draw(0.6, 3e4), draw(0.6, 3e4)), knob="k", n=counts)
+    res = classify(base, [other], options=FitOptions())
+    # The third baseline seed is still rising at its last point: its A is not a measured ceiling.
+    third = res.run_fits["baseline#2"]
+    assert third.ok and third.a > float(base.curves[2][1].max()) + 0.05
+    assert res.seed_noise < 0.03
+    assert res.margin < 0.05

@@ -310,6 +310,12 @@ def _read_points_copy(store: Store, scope: PointScope) -> dict[str, Any] | None:
     data = _read(store, fn, "reading curves")
     types = {name: pa.float64() for name in _FLOAT_COLUMNS}
     types |= {"run_id": pa.string(), "metric": pa.string(), "nonfinite": pa.string(), "step": pa.int64()}
+    if not data:
+        # COPY of no rows writes nothing, and Arrow refuses an empty CSV: a sweep with no points
+        # yet (every fresh sweep's first `--wait` tick) is an empty frame, not an error.
+        return _columns_from_arrow(
+            pa.schema([(c, types.get(c, pa.string())) for c in _POINT_COLUMNS]).empty_table()
+        )
     table = csv.read_csv(
         io.BytesIO(data),
         read_options=csv.ReadOptions(column_names=list(_POINT_COLUMNS)),

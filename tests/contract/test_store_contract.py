@@ -402,6 +402,19 @@ def test_sample_counts_round_trip_on_every_read_path(store: db.Store) -> None:
         assert [tuple(r) for r in rows][:3] == [(0, 128), (1, None), (2, 384)]
 
 
+def test_a_sweep_or_metric_with_no_points_reads_as_an_empty_frame(store: db.Store) -> None:
+    """A fresh sweep (runs registered, nothing written yet) and a metric nobody logged read as
+    empty frames with every column, on every backend (PostgreSQL's COPY path writes no CSV at all
+    for no rows)."""
+    _register(store)
+    empty = db.curves(store, SWEEP)
+    assert len(empty) == 0 and {"run_id", "step", "metric", "value", "flops", "n"} <= set(empty.columns)
+    assert db.runs(store, SWEEP)["n_points"].tolist() == [0]
+    _write(store, "r1", store.start_attempt("r1"), range(3))
+    assert len(db.curves(store, SWEEP, "diag/lag_mean")) == 0
+    assert len(db.curves(store, SWEEP, "val/pass_rate")) == 3
+
+
 def test_a_v1_spool_line_without_n_still_replays(store: db.Store, tmp_path: Path) -> None:
     _register(store)
     a1 = store.start_attempt("r1")

@@ -52,6 +52,7 @@ def test_tiny_sweep_completes_and_a_usr2_preempted_run_resumes_cleanly(
 ) -> None:
     overrides = [
         "loo.knobs=[loss]",  # baseline + loo-dapo
+        "seeds=[0]",  # one run each (the demo sweep runs 3 seeds)
         "budget.value=12",
         "eval.every_steps=3",
         "checkpoint_every_steps=100",  # only the USR2 checkpoint can make the resume clean

@@ -176,7 +176,12 @@ def main() -> int:
             same += a == b
             print(f"| {v} | {a} | {b} | {'yes' if a == b else 'no'} |")
         agreement = same / len(variants) if variants else float("nan")
-        print(f"\nagreement: {same}/{len(variants)} = {agreement:.2f}")
+        # A knob undecided in one set (ceiling not measured: "train further") is an open question,
+        # not a contradiction; two decided verdicts that differ are.
+        decided = [v for v in variants if "undecided" not in (va.get(v, ("-",))[0], vb.get(v, ("-",))[0])]
+        clash = [v for v in decided if va.get(v, ("-",))[0] != vb.get(v, ("-",))[0]]
+        print(f"\nagreement: {same}/{len(variants)} = {agreement:.2f}; decided in both sets: {len(decided)}, "
+              f"of which contradict: {len(clash)} ({', '.join(clash) or 'none'})")  # fmt: skip
         for name, path in dbs.items():
             for v, (verdict, reason) in sorted(verdicts(path).items()):
                 if reason:

@@ -32,6 +32,14 @@ For each variant against the baseline (same metric, same compute axis), DESIGN.m
   (10% of B, or C_mid moving by a factor of 1.1), so that a tight interval on a trivial change
   does not make a shaper.
 - ``no-effect``: neither.
+- ``undecided``: a pooled ceiling is not measured: the baseline's or the variant's fit has not
+  passed its inflection, or its A lies more than max(0.05, 2 x margin) above anything its curves
+  reached. Comparing such an A would turn the fit's guess about unspent compute into a verdict
+  (on the demo's 300-step curves those guesses flipped between seed sets). One conclusion is
+  still sound: a variant whose *late level* (the mean of each seed's last ``LATE_SHARE`` of
+  points, a lower bound on a rising curve's A), less z standard errors, is above the baseline's
+  A upper bound plus the margin is an ``asymptote-mover`` by that lower bound. Otherwise the
+  reason gives the late level against the baseline's A and says to train further.
 
 A mover's or shaper's reason ends with ``note: extrapolated ceiling (...)`` when a fitted A lies
 far above the highest value its curves reached: the verdict stands, but that A is a forecast.
@@ -68,7 +76,7 @@ from harness.analysis.noise import NoiseSource, point_se, residual_se, window_se
 from harness.analysis.power import DEFAULT_POWER, mde, seeds_for
 from harness.analysis.uncertainty import DEFAULT_BOOT, BootstrapResult, bootstrap_fits, diff_ci, seed_noise
 
-VerdictKind = Literal["asymptote-mover", "efficiency-shaper", "no-effect", "unstable", "unfit"]
+VerdictKind = Literal["asymptote-mover", "efficiency-shaper", "no-effect", "undecided", "unstable", "unfit"]
 _NAN = math.nan
 
 
@@ -381,6 +389,50 @@ def _pins_ceiling(fit: SigmoidFit, curve: Curve, opts: FitOptions) -> bool:
     return not at_bound and fit.a - float(values.max()) <= PINNED_A_TOLERANCE
 
 
+def _unpinned(vc: VariantCurves, fit: SigmoidFit, margin: float) -> str:
+    """Why a pooled fit does not measure its ceiling ('' when it does): it never passed its
+    inflection, or its A lies far above anything its curves reached (the extrapolated-ceiling rule:
+    more than max(0.05, 2 x margin) above the highest observed value)."""
+    if fit.status == "pre-inflection":
+        return f"{vc.variant} has not passed its inflection (C_mid={fit.c_mid:.3g} beyond its last compute)"
+    values = np.concatenate([np.asarray(v, dtype=np.float64) for _, v in vc.curves] or [np.zeros(0)])
+    values = values[np.isfinite(values)]
+    observed = float(values.max()) if values.size else math.nan
+    if fit.ok and math.isfinite(observed) and fit.a - observed > max(0.05, 2.0 * margin):
+        return f"{vc.variant}'s A={fit.a:.3f} is an extrapolation (highest observed value {observed:.3f})"
+    return ""
+
+
+# The share of each run's points (by compute, at least 3) whose mean is its late level.
+LATE_SHARE = 0.2
+
+
+def late_level(vc: VariantCurves, sigma: Sequence[FloatArray]) -> tuple[float, float]:
+    """(mean, standard error) of the variant's late level: each seed's mean over its last
+    ``LATE_SHARE`` of points, averaged over seeds. The SE combines the points' measurement noise
+    with the seed-to-seed spread of those means (the larger of the two). For a curve still rising
+    toward its ceiling the late level is a lower bound on A."""
+    means, noise_vars = [], []
+    for (c, v), se in zip(vc.curves, sigma, strict=True):
+        cc, vv = np.asarray(c, dtype=np.float64), np.asarray(v, dtype=np.float64)
+        ss = np.broadcast_to(np.asarray(se, dtype=np.float64), vv.shape)
+        keep = np.isfinite(cc) & np.isfinite(vv)
+        order = np.argsort(cc[keep], kind="stable")
+        vv, ss = vv[keep][order], ss[keep][order]
+        k = max(3, round(LATE_SHARE * vv.size))
+        if vv.size < k:
+            continue
+        means.append(float(vv[-k:].mean()))
+        tail = ss[-k:]
+        noise_vars.append(float(np.nansum(tail**2)) / k**2)
+    if not means:
+        return math.nan, math.nan
+    m = np.array(means)
+    se_noise = math.sqrt(sum(noise_vars)) / m.size
+    se_seed = float(np.std(m, ddof=1)) / math.sqrt(m.size) if m.size > 1 else 0.0
+    return float(m.mean()), max(se_noise, se_seed)
+
+
 def _margin(vopts: VerdictOptions, noise: float, noise_a: float) -> tuple[float, str]:
     """The largest of the configured margin, the seed noise and the measurement-noise SE of A."""
     parts = [(vopts.margin, "configured"), (noise, "seed noise"), (noise_a, "measurement noise")]
@@ -439,6 +491,46 @@ def _power(
         else:
             notes.append(f"|{name}| {target:g}: its noise could not be measured")
     return _Power(mde_a, mde_b, found[0], found[1], "; ".join(notes))
+
+
+def _judge_unpinned(
+    base: BootstrapResult,
+    var: BootstrapResult,
+    baseline: VariantCurves,
+    vc: VariantCurves,
+    var_sigma: Sequence[FloatArray],
+    why: str,
+    margin: float,
+    margin_note: str,
+    vopts: VerdictOptions,
+) -> Verdict:
+    """A verdict when a ceiling is not measured: a rising variant's late level is a lower bound on
+    its A, so a ceiling shift upward can still be shown (the late level, less z standard errors,
+    above the baseline's A upper bound plus the margin); anything else is ``undecided``: comparing
+    an extrapolated A would turn the fit's guess into a verdict, and on the demo's 300-step curves
+    such guesses flipped between seed sets (bench/README.md, "Replication")."""
+    level, level_se = late_level(vc, var_sigma)
+    z = NormalDist().inv_cdf(0.5 + vopts.level / 2.0)
+    bound = level - z * level_se
+    base_hi = base.fit.a_hi if math.isfinite(base.fit.a_hi) else base.fit.a
+    pinned_base = not _unpinned(baseline, base.fit, margin)
+    if pinned_base and math.isfinite(bound) and bound > base_hi + margin:
+        # dA: the late level's gap (a lower bound on the shift), its lower end from the bound.
+        d, d_lo = level - base.fit.a, bound - base.fit.a
+        return Verdict(
+            vc.knob, vc.variant, vc.alternative, "asymptote-mover", base.fit.a, var.fit.a, d, d_lo, _NAN,
+            base.fit.b, var.fit.b, _NAN, _NAN, _NAN, margin,
+            f"the ceiling rises: {why}, but its late level {level:.3f} +/- {level_se:.3f} is a lower "
+            f"bound on A, and {bound:.3f} (at {vopts.level:.0%}) is above the baseline's A upper bound "
+            f"{base_hi:.3f} + margin {margin:.3f}{margin_note}; dA >= {d_lo:+.3f}, how far is unknown",
+        )  # fmt: skip
+    return _blank(
+        base, vc, "undecided", margin,
+        f"{why}: its ceiling is not measured at the compute reached; the variant's late level is "
+        f"{level:.3f} +/- {level_se:.3f} against the baseline's A {base.fit.a:.3f} [{base.fit.a_lo:.3f}, "
+        f"{base_hi:.3f}]; train further (or add seeds) before judging this knob",
+        var,
+    )  # fmt: skip
 
 
 def classify(
@@ -519,6 +611,14 @@ def classify(
         if unstable[baseline.variant]:
             why = f"baseline is unstable ({unstable[baseline.variant]}); nothing sound to compare with"
             verdicts[vc.variant] = _blank(base, vc, "unfit", margin, why, var)
+            continue
+        # A fit that has not passed its inflection, or whose A is far above its data, has not
+        # measured its ceiling: judged on what was observed, never on the extrapolated A.
+        unpinned = _unpinned(baseline, base.fit, margin) or _unpinned(vc, var.fit, margin)
+        if unpinned:
+            verdicts[vc.variant] = _judge_unpinned(
+                base, var, baseline, vc, sigma[vc.variant], unpinned, margin, margin_note, vopts
+            )
             continue
         if not base.fit.ok:
             verdicts[vc.variant] = _blank(

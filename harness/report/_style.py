@@ -35,6 +35,7 @@ VERDICT_COLORS: dict[str, str] = {
     "asymptote-mover": "#d62728",
     "efficiency-shaper": "#1f77b4",
     "no-effect": "#7f7f7f",
+    "undecided": "#9467bd",
     "unstable": "#ff7f0e",
     "unfit": "#bcbd22",
 }

@@ -176,31 +176,42 @@ def test_a_single_noisy_seed_does_not_make_a_mover_out_of_noise(draw: int) -> No
     assert v.verdict != "no-effect" or v.mde_a > abs(v.d_a)  # "no effect larger than" an honest X
 
 
-def test_a_ceiling_far_above_the_observed_curve_is_called_an_extrapolation() -> None:
-    # The variant's sigmoid (A=0.95, C_mid=20,000) is cut off at 40,000 compute, where it has only
-    # reached ~0.75: past the inflection, so A is fitted, but it is a forecast, not an observation.
-    sweep = synthetic_sweep(noise=0.005)
+def _cut_off(c_mid: float, name: str = "loo-late") -> tuple[VariantCurves, float]:
+    """Three seeds of a sigmoid with A=0.95 cut off at 40,000 compute, before its plateau."""
     rng = np.random.default_rng(7)
-    y = [
-        sigmoid_curve(COMPUTE, 0.2, 0.95, 1.5, 20_000.0) + rng.normal(0, 0.005, COMPUTE.size)
-        for _ in range(3)
-    ]
-    late = VariantCurves(
-        "loo-late",
-        tuple((COMPUTE, v) for v in y),
-        knob="pipeline",
-        alternative="loo-late",
-        run_ids=("late-s0", "late-s1", "late-s2"),
-    )
+    y = [sigmoid_curve(COMPUTE, 0.2, 0.95, 1.5, c_mid) + rng.normal(0, 0.005, COMPUTE.size) for _ in range(3)]
+    vc = VariantCurves(name, tuple((COMPUTE, v) for v in y), knob="pipeline", alternative=name)
+    return vc, max(float(v.max()) for v in y)
+
+
+def test_an_extrapolated_ceiling_is_undecided_not_a_verdict() -> None:
+    # C_mid=20,000: at 40,000 the curve has only reached ~0.75 of its 0.95. The fit's A is a
+    # guess about compute nobody spent, and its late level (~0.69) does not clear the baseline's
+    # 0.70: the knob is undecided, and the reason says why and what to do.
+    sweep = synthetic_sweep(noise=0.005)
+    late, observed = _cut_off(20_000.0)
     result = classify(sweep["baseline"], [late, sweep["loo-fp32"]], verdict_options=FAST)
     got = {v.variant: v for v in result.verdicts}
-    observed = max(float(v.max()) for v in y)
-    assert got["loo-late"].verdict == "asymptote-mover" and got["loo-late"].a_variant > observed + 0.1
-    assert f"note: extrapolated ceiling (loo-late A={got['loo-late'].a_variant:.3f}" in got["loo-late"].reason
-    assert f"vs observed max {observed:.3f})" in got["loo-late"].reason
-    # Fully observed plateaus (the baseline, the null variant) carry no such note.
-    assert "baseline A=" not in got["loo-late"].reason
-    assert "extrapolated" not in got["loo-fp32"].reason
+    v = got["loo-late"]
+    assert v.verdict == "undecided" and v.a_variant > observed + 0.1
+    assert (
+        f"loo-late's A={v.a_variant:.3f} is an extrapolation (highest observed value {observed:.3f})"
+        in v.reason
+    )
+    assert "train further" in v.reason and math.isnan(v.d_a)
+    # Fully observed plateaus (the baseline, the null variant) are judged as before.
+    assert got["loo-fp32"].verdict == "no-effect" and "extrapolat" not in got["loo-fp32"].reason
+
+
+def test_a_rising_curve_already_above_the_baseline_ceiling_is_a_mover_by_its_lower_bound() -> None:
+    # C_mid=10,000: still rising at 40,000 (A extrapolated), but its late level (~0.78) is a lower
+    # bound on its ceiling that already clears the baseline's A (0.70) plus the margin.
+    sweep = synthetic_sweep(noise=0.005)
+    late, observed = _cut_off(10_000.0)
+    v = classify(sweep["baseline"], [late], verdict_options=FAST).verdicts[0]
+    assert v.verdict == "asymptote-mover"
+    assert "is an extrapolation" in v.reason and "is a lower bound on A" in v.reason
+    assert 0.05 < v.d_a_lo < v.d_a < observed - 0.70 and math.isnan(v.d_a_hi)
 
 
 def test_seed_noise_counts_only_seeds_that_pin_their_ceiling() -> None:

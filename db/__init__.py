@@ -13,12 +13,13 @@ from db.errors import (
     StoreUnavailableError,
 )
 from db.queries import curves, events, fits, runs, sweeps, verdicts
-from db.records import EVENT_KINDS, RUN_STATUSES, ReplayReport, RunInfo, RunRecord
+from db.records import ENDED_STATUSES, EVENT_KINDS, RUN_STATUSES, ReplayReport, RunInfo, RunRecord
 from db.spool import replay
 from db.store import Store, open_store
 from db.writer import PointWriter
 
 __all__ = [
+    "ENDED_STATUSES",
     "EVENT_KINDS",
     "RUN_STATUSES",
     "FencedWriteError",

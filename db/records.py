@@ -10,12 +10,16 @@ from typing import Any, Literal
 # Statuses a run may be in. ``running`` is set by start_attempt; the rest by the execution layer.
 RUN_STATUSES: frozenset[str] = frozenset(
     {"pending", "submitted", "queued", "running", "requeued", "completed", "failed", "cancelled",
-     "timeout", "preempted", "unknown"}
+     "timeout", "preempted", "unknown", "pruned", "stopped-decided"}
 )  # fmt: skip
+# Statuses after which no job works on the run any more. ``pruned`` (an Optuna pruner stopped the
+# trial) and ``stopped-decided`` (the sweep's verdict no longer needed it) keep their checkpoint,
+# so ``scalerl sweep --extend`` can take them further.
+ENDED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "pruned", "stopped-decided"})
 # Event kinds the harness emits; log_event accepts any short identifier, these are the known ones.
 EVENT_KINDS: frozenset[str] = frozenset(
     {"submitted", "started", "requeued", "failed", "fenced", "completed", "cancelled", "timeout",
-     "preempted", "status", "replayed", "spooled"}
+     "preempted", "status", "replayed", "spooled", "pruned", "stopped-decided", "extended"}
 )  # fmt: skip
 
 WriteOutcome = Literal["ok", "fenced", "unknown_run"]

@@ -7,6 +7,12 @@ installed wheel with no ``alembic.ini``. Policy on open (:func:`check_or_create`
 - a database at head opens;
 - anything else (older, newer, or tables without Alembic's version table) raises
   :class:`SchemaOutOfDateError` naming the exact command to run, with the password redacted.
+
+The version lives in :data:`VERSION_TABLE`, not Alembic's default ``alembic_version``: an Optuna
+``RDBStorage`` at the same URL (``design: optuna`` keeps its study beside our tables) runs its own
+Alembic and owns ``alembic_version``. A store made before the move (its revision in
+``alembic_version``) is adopted on open: the row moves to our table. Optuna's tables never make a
+database look foreign or non-empty to us.
 """
 
 from __future__ import annotations
@@ -26,6 +32,14 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+VERSION_TABLE = "scalerl_version"
+LEGACY_VERSION_TABLE = "alembic_version"
+# An Optuna RDBStorage's tables (optuna.storages._rdb.models, Optuna 3.x-5.x), plus its Alembic table.
+OPTUNA_TABLES = frozenset(
+    {"studies", "study_directions", "study_system_attributes", "study_user_attributes",
+     "trial_heartbeats", "trial_intermediate_values", "trial_params", "trial_system_attributes",
+     "trial_user_attributes", "trial_values", "trials", "version_info", "alembic_version"}
+)  # fmt: skip
 # Any constant: serialises concurrent first-time creation on one PostgreSQL database.
 _PG_SCHEMA_LOCK = 0x5CA1E_0001
 
@@ -66,7 +80,27 @@ def current_revision(conn: Connection) -> str | None:
     with _quiet("alembic"):
         from alembic.runtime.migration import MigrationContext
 
-        return MigrationContext.configure(conn).get_current_revision()
+        return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+def _adopt_legacy_version(conn: Connection) -> None:
+    """Move our revision out of ``alembic_version`` (stores made before :data:`VERSION_TABLE`).
+
+    Only a revision of ours moves; an Optuna revision there stays Optuna's."""
+    names = set(inspect(conn).get_table_names())
+    if LEGACY_VERSION_TABLE not in names or VERSION_TABLE in names:
+        return
+    with _quiet("alembic"):
+        from alembic.script import ScriptDirectory
+
+    ours = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    rows = [r[0] for r in conn.execute(text(f"SELECT version_num FROM {LEGACY_VERSION_TABLE}"))]
+    if not rows or not set(rows) <= ours:
+        return
+    conn.execute(text(f"CREATE TABLE {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
+    for rev in rows:
+        conn.execute(text(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES (:v)"), {"v": rev})
+    conn.execute(text(f"DROP TABLE {LEGACY_VERSION_TABLE}"))
 
 
 def upgrade_command(bundle: EngineBundle) -> str:
@@ -86,6 +120,7 @@ def upgrade(bundle: EngineBundle, revision: str = "head") -> tuple[str | None, s
     engine = bundle.engine.execution_options(scalerl_write=True)
     with _quiet("alembic.runtime.plugins"), engine.begin() as conn:
         _lock_schema(conn)
+        _adopt_legacy_version(conn)
         before = current_revision(conn)
         command.upgrade(alembic_config(conn), revision)
         after = current_revision(conn)
@@ -101,7 +136,8 @@ def check_or_create(bundle: EngineBundle) -> None:
     engine = bundle.engine.execution_options(scalerl_write=True)
     with _quiet("alembic"), engine.begin() as conn:
         _lock_schema(conn)
-        tables = set(inspect(conn).get_table_names())
+        _adopt_legacy_version(conn)
+        tables = set(inspect(conn).get_table_names()) - OPTUNA_TABLES
         if not tables:
             command.upgrade(alembic_config(conn), "head")
             return

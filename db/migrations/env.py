@@ -10,6 +10,7 @@ from __future__ import annotations
 from alembic import context
 
 from db.models import Base
+from db.schema import VERSION_TABLE
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only reachable through a hand-written alembic.ini
@@ -20,6 +21,7 @@ context.configure(
     target_metadata=Base.metadata,
     render_as_batch=connection.dialect.name == "sqlite",  # SQLite needs batch mode to ALTER
     compare_type=True,
+    version_table=VERSION_TABLE,  # not alembic_version: an Optuna study at the same URL owns that
 )
 with context.begin_transaction():
     context.run_migrations()

@@ -4,8 +4,9 @@ The store's ``curves()`` frame is grouped into runs and variants; the baseline i
 with no knob (named ``baseline`` unless the sweep's spec says ``loo.baseline_name``). Every run gets
 a per-seed fit (``run_id`` set), every variant a pooled fit over its seeds with bootstrap CIs
 (``run_id`` NULL), and each non-baseline variant a verdict. Defaults come from the sweep spec's
-``fit`` section (``metric``, ``axis``, ``window``, ``margin``) where the caller does not override;
-its ``power`` section (``detect_d_a``, ``detect_d_b``) asks how many seeds would detect those.
+``fit`` section (``metric``, ``axis``, ``window``, ``margin``, ``confidence``: the verdicts'
+interval level) where the caller does not override; its ``power`` section (``detect_d_a``,
+``detect_d_b``) asks how many seeds would detect those.
 Each point's sample count (the frame's ``n``) goes to the verdicts' noise model.
 """
 
@@ -168,6 +169,7 @@ def analyze_frame(
     vopts = VerdictOptions(
         margin=margin,
         n_boot=n_boot,
+        level=float(((spec or {}).get("fit") or {}).get("confidence") or 0.95),
         seed=seed,
         detect_d_a=None if power.get("detect_d_a") is None else float(power["detect_d_a"]),
         detect_d_b=None if power.get("detect_d_b") is None else float(power["detect_d_b"]),

@@ -79,6 +79,8 @@ def _fit(args: argparse.Namespace) -> int:
         result = fit_sweep(store, args.sweep, req)
         # The same forecasts as `scalerl forecast` (issue 12): each variant's seeds pooled.
         groups = None if args.json else load_groups(store, args.sweep, result.metric, result.axis)
+        sweeps = db.queries.sweeps(store)
+        spec = dict(sweeps.loc[sweeps["name"] == args.sweep, "spec"].iloc[0] or {})
     finally:
         store.close()
     rows = result.verdict_rows
@@ -132,6 +134,8 @@ def _fit(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1])
+    if groups and result.analysis is not None:
+        _print_next(result.analysis, groups, spec)
     if groups:
         print(
             f"forecasts at 2x each variant's largest {result.axis} (90% prediction intervals; "
@@ -139,3 +143,25 @@ def _fit(args: argparse.Namespace) -> int:
         )
         print_rows(forecast_rows(groups, level=0.9), result.axis)
     return 0
+
+
+def _print_next(analysis: Any, groups: Any, spec: dict[str, Any]) -> None:
+    """The knobs that are not decided (harness.analysis.decision), and what would decide each."""
+    import numpy as np
+
+    from harness.analysis.decision import what_decides
+
+    base = [name for name, g in groups.items() if g.knob is None]
+    reached = {name: float(max(np.nanmax(c) for c, _ in g.curves)) for name, g in groups.items()}
+    level = float((spec.get("fit") or {}).get("confidence") or 0.95)
+    steps = what_decides(analysis, base[0] if len(base) == 1 else "", reached, level=level)
+    if not steps:
+        print("every knob is decided (no interval straddles its threshold)")
+        return
+    budget = spec.get("budget") or {}
+    print(f"not decided ({len(steps)}): what would decide each at the current noise")
+    for n in steps:
+        hint = ""
+        if math.isfinite(n.factor) and budget.get("value"):
+            hint = f"; ~--extend {math.ceil(n.factor * float(budget['value']))} ({budget.get('unit')})"
+        print(f"  {n.knob or '-'} ({n.variant}, {n.verdict}): {n.note}{hint}")

@@ -13,16 +13,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sweep",
         help="submit a sweep's missing runs (local, slurm or debug executor)",
         description="Plan SWEEP.yaml, record it in the store and submit only what is missing: completed "
-        "runs are skipped, failed ones retried up to max_retries, running ones left alone.",
+        "runs are skipped, failed ones retried up to max_retries, running ones left alone. With "
+        "fit.stop_when=decided, --wait stops a variant's runs (checkpointed, status stopped-decided) "
+        "once its verdict is decided (harness.execution.decide). --extend BUDGET resumes the "
+        "sweep's completed, stopped-decided and pruned runs from their checkpoints to BUDGET: each "
+        "keeps its run id, the store logs an `extended` event {from, to}, and the curve continues "
+        "without gaps or duplicate points (harness.execution.extend).",
     )
     p.add_argument("sweep_file", metavar="SWEEP.yaml")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the sweep / recipe")
     p.add_argument("--executor", help="local | slurm | debug (default: the sweep's executor)")
     p.add_argument("--profile", help="Slurm profile: slurm/profiles/NAME.yaml or a NAME under it")
     p.add_argument("--wait", action="store_true", help="follow progress until every run finished")
+    p.add_argument(
+        "--extend",
+        type=float,
+        metavar="BUDGET",
+        help="resume completed / stopped runs from their checkpoints to this budget (the sweep's unit)",
+    )
     p.add_argument("--db", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)")
     p.add_argument("--state-dir", type=Path, help="run workdirs and job files (default ./.scalerl/SWEEP)")
     p.add_argument("--max-parallel", type=int, help="local executor: runs at once (default cores/cpus)")
+    p.add_argument("--workers", type=int, help="design: optuna: workers to start (default optuna.workers)")
     p.set_defaults(func=_sweep)
 
     s = sub.add_parser("status", help="sync job states into the store and print the sweep's runs")
@@ -46,10 +58,15 @@ def _sweep_name(arg: str) -> str:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from harness.recipe import load_sweep
+
+    sweep = load_sweep(args.sweep_file, list(args.overrides))
+    if sweep.design == "optuna":
+        return _search(args, sweep)
     import db
     from harness.execution.progress import follow
     from harness.execution.status import sync
-    from harness.execution.sweep import launch, prepare
+    from harness.execution.sweep import extend, launch, prepare
 
     prepared = prepare(
         args.sweep_file,
@@ -61,13 +78,33 @@ def _sweep(args: argparse.Namespace) -> int:
         max_parallel=args.max_parallel,
     )
     store = db.open_store(args.db)
-    report = launch(store, prepared)
-    _print_report(report, len(prepared.specs), prepared.executor.ctx.state_dir)
+    if args.extend is not None:
+        _print_extend(extend(store, prepared, args.extend), prepared.executor.ctx.state_dir)
+    else:
+        report = launch(store, prepared)
+        _print_report(report, len(prepared.specs), prepared.executor.ctx.state_dir)
     if not args.wait:
         return 0
     name = prepared.sweep.sweep
-    snap = follow(store, name, metric=prepared.sweep.fit.metric, before_tick=lambda: sync(store, name))
+    tick: Any = lambda: sync(store, name)  # noqa: E731
+    if prepared.sweep.fit.stop_when == "decided":
+        from harness.execution.decide import DecideMonitor
+
+        monitor = DecideMonitor(store, name, confidence=prepared.sweep.fit.confidence)
+        tick = lambda: (sync(store, name), monitor())  # noqa: E731
+    snap = follow(store, name, metric=prepared.sweep.fit.metric, before_tick=tick)
     return 1 if snap.failed else 0
+
+
+def _print_extend(report: Any, state_dir: Path) -> None:
+    print(
+        f"sweep {report.sweep}: extending {report.count('extend')} run(s) to {report.budget:g} {report.unit} "
+        f"on {report.executor}; {report.count('skip-at-budget')} already there, "
+        f"{report.count('skip-status', 'skip-no-checkpoint')} not extendable"
+    )
+    for d in report.decisions:
+        print(f"  {d.action:<18} {d.spec.variant:<28} seed {d.spec.seed:<3} {d.spec.run_id}  ({d.reason})")
+    print(f"run files: {state_dir}")
 
 
 def _print_report(report: Any, planned: int, state_dir: Path) -> None:
@@ -76,6 +113,7 @@ def _print_report(report: Any, planned: int, state_dir: Path) -> None:
         f"sweep {report.sweep}: {planned} runs planned; submitted {submitted} to {report.executor} "
         f"({report.count('retry')} retries); skipped {report.count('skip-completed')} completed, "
         f"{report.count('skip-running')} running; {report.count('exhausted')} failed with no retries left"
+        + (f"; {n} stopped early (--extend resumes them)" if (n := report.count("skip-stopped")) else "")
     )
     jobs = {h.run_id: h.job_id for h in report.handles}
     for d in report.decisions:
@@ -133,3 +171,52 @@ def _cancel(args: argparse.Namespace) -> int:
         print(f"  {run_id}: {what}")
     print(f"sweep {name}: cancelled {sum(w == 'cancelled' for w in done.values())} run(s)", file=sys.stdout)
     return 0
+
+
+def _search(args: argparse.Namespace, sweep: Any) -> int:
+    """``design: optuna``: start the search's workers (and with --wait, follow the study)."""
+    import db
+    from harness.errors import ConfigError
+    from harness.execution.profile import SlurmProfile
+    from harness.execution.submit import default_state_dir
+    from harness.execution.sweep import job_db_url, resolve_profile, resolve_resources
+    from harness.search import launch_search, wait_search
+
+    if getattr(args, "extend", None) is not None:
+        raise ConfigError(
+            "--extend applies to planned sweeps; a search's runs are its trials",
+            field="--extend",
+            value=args.extend,
+            fix="raise optuna.n_trials and run scalerl sweep again to add trials",
+        )
+    executor = args.executor or sweep.executor
+    profile = (
+        resolve_profile(sweep, args.profile) if (executor == "slurm" or args.profile) else SlurmProfile()
+    )
+    state_dir = args.state_dir.resolve() if args.state_dir else default_state_dir(sweep.sweep)
+    db.open_store(args.db).ensure_sweep(sweep.sweep, sweep.model_dump(mode="json", by_alias=True))
+    url = job_db_url(args.db)
+    launched = launch_search(
+        sweep,
+        args.sweep_file,
+        list(args.overrides),
+        executor=executor,
+        resources=resolve_resources(sweep, profile),
+        profile=profile,
+        db_url=url,
+        state_dir=state_dir,
+        workers=args.workers,
+    )
+    shown = ", ".join(launched.job_ids) or "in this process"
+    sec = sweep.optuna
+    print(
+        f"search {sweep.sweep}: {sec.n_trials} trials, sampler {sec.sampler.type}, pruner {sec.pruner.type}, "
+        f"objective {sec.objective.kind} ({sec.objective.direction}); workers on {executor}: {shown}"
+    )
+    print(f"study {sec.study or sweep.sweep} in the store's database; run files: {state_dir}")
+    if not args.wait and executor != "debug":
+        return 0
+    study = wait_search(sweep, launched, url, interval_s=0.0 if executor == "debug" else 5.0)
+    from optuna.trial import TrialState
+
+    return 1 if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) else 0

@@ -1,12 +1,15 @@
 """``scalerl cancel``: stop a sweep's unfinished jobs and mark their runs cancelled.
 
 A cancelled run is not retried by ``max_retries`` bookkeeping; a later ``scalerl sweep`` submits
-it again (the user asked for it), resuming from its checkpoint.
+it again (the user asked for it), resuming from its checkpoint. :func:`stop_runs` is the same path
+with another end status: stop-when-decided (:mod:`harness.execution.decide`) marks its runs
+``stopped-decided``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.errors import ConfigError, StoreError
@@ -22,10 +25,31 @@ def cancel(store: Any, sweep: str, *, run_id: str | None = None) -> dict[str, st
             f"sweep {sweep!r} has no such run", field="--run", value=run_id, fix=f"use one of {sorted(recs)}"
         )
     targets = [rid for rid in recs if run_id is None or rid == run_id]
+    return stop_runs(store, sweep, targets, status="cancelled", error="cancelled by user", records=recs)
+
+
+def stop_runs(
+    store: Any,
+    sweep: str,
+    run_ids: Sequence[str],
+    *,
+    status: str,
+    error: str | None = None,
+    details: Mapping[str, Mapping[str, Any]] | None = None,
+    records: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """Stop the jobs of ``run_ids`` through their executor and mark the runs ``status``.
+
+    The executor's cancel stops a running job at its next step boundary with a checkpoint (local:
+    SIGTERM; Slurm: scancel) and drops a queued one. The run is marked first-come: fenced on the
+    attempt read here, so a run a newer attempt owns is left alone. The status event carries the
+    job handle plus ``details[run_id]``. Returns run_id -> outcome (``status`` when marked).
+    """
+    recs = dict(records) if records is not None else {str(r.run_id): r for r in _records(store, sweep)}
     handles = latest_handles(store, sweep)
     out: dict[str, str] = {}
     groups: dict[str, list[JobHandle]] = defaultdict(list)
-    for rid in targets:
+    for rid in run_ids:
         if recs[rid].status in TERMINAL:
             out[rid] = f"already {recs[rid].status}"
         elif rid in handles:
@@ -36,12 +60,13 @@ def cancel(store: Any, sweep: str, *, run_id: str | None = None) -> dict[str, st
         get_executor(name, _default_context(name, group[0])).cancel(group)
         for h in group:
             try:
-                store.finish_run(
-                    h.run_id, int(recs[h.run_id].attempts), "cancelled", error="cancelled by user"
-                )
+                marked = store.finish_run(h.run_id, int(recs[h.run_id].attempts), status, error=error)
             except StoreError as err:
-                out[h.run_id] = f"job cancelled; store not updated: {err}"
+                out[h.run_id] = f"job stopped; store not updated: {err}"
                 continue
-            store.log_event(h.run_id, "cancelled", h.as_event())
-            out[h.run_id] = "cancelled"
+            if not marked:
+                out[h.run_id] = "job stopped; a newer attempt owns the run (store not updated)"
+                continue
+            store.log_event(h.run_id, status, h.as_event() | dict((details or {}).get(h.run_id) or {}))
+            out[h.run_id] = status
     return out

@@ -4,7 +4,8 @@
 also what ``python -m harness.execution.job SPEC.json`` runs for the local executor and what the
 debug executor calls in-process. One call:
 
-1. skips a run the store already has as completed (a duplicate or late requeue does nothing);
+1. skips a run the store already has as completed, pruned or stopped-decided (a duplicate or
+   late requeue does nothing);
 2. ``attempt = store.start_attempt(...)``, which bumps the run's attempt and fences every older
    attempt's writer;
 3. runs the runner with ``store.writer(run_id, attempt)`` in a worker thread, so the main thread
@@ -34,6 +35,7 @@ import socket
 import sys
 import threading
 import traceback
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,16 +68,48 @@ def error_text(exc: BaseException) -> str:
     return (head + "\n" + tb[-(ERROR_TAIL_CHARS - len(head)) :]) if len(head) < ERROR_TAIL_CHARS else head
 
 
+class _Tapped:
+    """A sink that writes through to the store's writer, then shows each point to ``tap`` (a
+    search reports it to its Optuna trial there, and may set ``stop`` to prune)."""
+
+    def __init__(self, inner: Any, tap: Tap) -> None:
+        self.inner = inner
+        self.tap = tap
+
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
+        self.inner.add(step, metrics, compute, n)
+        self.tap(step, metrics, compute)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+
+Tap = Callable[[int, Mapping[str, float], Mapping[str, float]], None]
+
+
 def execute(
-    spec: RunSpec, *, executor: str, stop: threading.Event, attempt_box: list[int] | None = None
+    spec: RunSpec,
+    *,
+    executor: str,
+    stop: threading.Event,
+    attempt_box: list[int] | None = None,
+    tap: Tap | None = None,
 ) -> str:
-    """Run one attempt; returns ``completed``, ``stopped``, ``skipped`` or ``superseded``."""
+    """Run one attempt; returns ``completed``, ``stopped``, ``skipped`` or ``superseded``.
+
+    ``tap`` (optional) sees every point after the store's writer took it."""
     import db  # the store; imported here so pickling a SweepJob needs no DB driver
 
     store = db.open_store(spec.db_url)
     existing = store.get_run(spec.run_id)
-    if existing is not None and existing.status == "completed":
-        return "skipped"
+    if existing is not None and existing.status in ("completed", "pruned", "stopped-decided"):
+        return "skipped"  # `scalerl sweep --extend` marks a run submitted before resuming it
     workdir = Path(spec.workdir)
     if existing is not None and existing.attempts == 0 and workdir.exists():
         # A first attempt starts from scratch: a workdir left by another store (a deleted
@@ -97,7 +131,8 @@ def execute(
         attempt_box.append(attempt)
     _note_scheduler_requeue(store, spec, executor, existing)
     writer = store.writer(spec.run_id, attempt)
-    ctx = RunContext(spec=spec, attempt=attempt, sink=writer, workdir=workdir, stop=stop, db_url=spec.db_url)
+    sink = writer if tap is None else _Tapped(writer, tap)
+    ctx = RunContext(spec=spec, attempt=attempt, sink=sink, workdir=workdir, stop=stop, db_url=spec.db_url)
     try:
         outcome = runner.run(ctx)
         writer.close()

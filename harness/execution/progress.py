@@ -23,20 +23,22 @@ class Snapshot:
     running: int
     points: int
     table: str
+    stopped: int = 0  # pruned by a search, or stopped once its verdict was decided
 
     @property
     def done(self) -> bool:
-        return self.completed + self.failed + self.cancelled >= self.total
+        return self.completed + self.failed + self.cancelled + self.stopped >= self.total
 
     def counts(self) -> str:
-        return f"{self.completed}/{self.running}/{self.failed}/{self.cancelled}/{self.total}"
+        return f"{self.completed}/{self.running}/{self.failed}/{self.cancelled}/{self.stopped}/{self.total}"
 
     def headline(self) -> str:
-        pending = self.total - self.completed - self.failed - self.cancelled - self.running
+        pending = self.total - self.completed - self.failed - self.cancelled - self.stopped - self.running
         return (
             f"{self.completed}/{self.total} done, {self.running} running, {pending} waiting, "
             f"{self.failed} failed"
             + (f", {self.cancelled} cancelled" if self.cancelled else "")
+            + (f", {self.stopped} stopped early" if self.stopped else "")
             + f"; {self.points} points"
         )
 
@@ -67,6 +69,7 @@ def snapshot(store: Any, sweep: str, metric: str = "val/pass_rate") -> Snapshot:
         failed=int(sum(s == "failed" for s in status)),
         cancelled=int(sum(s == "cancelled" for s in status)),
         running=int(sum(s == "running" for s in status)),
+        stopped=int(sum(s in ("pruned", "stopped-decided") for s in status)),
         points=sum(int(r["n_points"] or 0) for r in records),
         table="\n".join(lines),
     )

@@ -22,7 +22,7 @@ from harness.execution.executors.base import ExecutorContext, JobHandle, JobStat
 log = logging.getLogger(__name__)
 
 SUBMITTED = "submitted"
-TERMINAL = ("completed", "failed", "cancelled")
+TERMINAL = ("completed", "failed", "cancelled", "pruned", "stopped-decided")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 For every planned run, in plan order:
 
 - ``completed``                       -> skipped;
+- ``pruned`` / ``stopped-decided``     -> skipped (stopped on purpose; ``--extend`` resumes them);
 - ``running`` / ``submitted`` / ``pending`` with a live job -> left alone;
 - ``failed``                           -> retried while its retries (submissions after the first)
   are fewer than ``max_retries``; else reported as exhausted;
@@ -28,7 +29,7 @@ from harness.execution.executors.base import Executor, JobHandle, JobState
 from harness.execution.spec import Resources, RunSpec
 from harness.execution.status import latest_handles, submissions, sync
 
-Action = Literal["submit", "retry", "skip-completed", "skip-running", "exhausted"]
+Action = Literal["submit", "retry", "skip-completed", "skip-stopped", "skip-running", "exhausted"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,9 @@ def decide(
         submitted = spec.run_id in handles
         if status == "completed":
             out.append(Decision(spec, "skip-completed", "completed"))
+        elif status in ("pruned", "stopped-decided"):
+            # Stopped on purpose with a checkpoint; only `scalerl sweep --extend` takes it further.
+            out.append(Decision(spec, "skip-stopped", status))
         elif (
             status in ("running", "pending", "submitted") and submitted and state is not None and state.alive
         ):

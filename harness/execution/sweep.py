@@ -109,11 +109,27 @@ def prepare(
     for spec in specs:
         if spec.recipe.get("runner", {}).get("type") == "command":
             check_templates(spec)
+    from harness.execution.runners.replay import check_sources
+
+    check_sources(specs)
     ex = get_executor(name, ExecutorContext(state, prof, max_parallel))
     return Prepared(sweep, planned.runs, tuple(specs), ex, sweep.max_retries)
 
 
 def launch(store: Any, prepared: Prepared) -> SubmitReport:
+    from harness.execution.extend import apply_extensions
+
     sweep = prepared.sweep
     register(store, sweep.sweep, sweep.model_dump(mode="json", by_alias=True), prepared.planned)
-    return submit_sweep(store, prepared.executor, prepared.specs, max_retries=prepared.max_retries)
+    # A run extended by `--extend` trains to its extended budget when it is submitted again.
+    specs = apply_extensions(store, prepared.specs)
+    return submit_sweep(store, prepared.executor, specs, max_retries=prepared.max_retries)
+
+
+def extend(store: Any, prepared: Prepared, budget: float) -> Any:
+    """``scalerl sweep --extend BUDGET``: :func:`harness.execution.extend.extend_sweep`."""
+    from harness.execution.extend import extend_sweep
+
+    sweep = prepared.sweep
+    register(store, sweep.sweep, sweep.model_dump(mode="json", by_alias=True), prepared.planned)
+    return extend_sweep(store, prepared.executor, prepared.specs, budget)

@@ -9,6 +9,7 @@ at its own line). Designs only build overrides; the planner validates, hashes an
 * ``forward``: a stripped-down start plus knobs added back one at a time (cumulative by default).
 * ``grid``: the Cartesian product of named axes (``{scale.prompts_per_batch: [16, 32]}``).
 * ``list``: explicit variants, each a name and its overrides.
+* ``optuna``: none up front; Optuna's trials become variants as a search runs (:mod:`harness.search`).
 """
 
 from __future__ import annotations
@@ -261,6 +262,17 @@ class ListDesign(Design):
             ovr = overrides_from_mapping(item.overrides, sources, ("list", i, "overrides"))
             out.append(Variant(item.name, ovr, _src(sources, ("list", i, "name"))))
         return out
+
+
+@register
+class OptunaDesign(Design):
+    """No variants up front: the search's workers ask Optuna for trials and plan each as a run
+    (variant ``trial-NNNN``) as they go (:mod:`harness.search`)."""
+
+    name = "optuna"
+
+    def variants(self, sweep: SweepSpec, base: Recipe, sources: SourceMap) -> list[Variant]:
+        return []
 
 
 def design_for(name: str) -> Design:

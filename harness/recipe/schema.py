@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
@@ -312,7 +313,75 @@ class ReferenceRunnerConfig(Frozen):
     type: Literal["reference"] = "reference"
 
 
-RunnerConfig = ReferenceRunnerConfig | CommandRunnerConfig
+DbComputeUnit = Literal["gpu_hours", "flops", "tokens", "samples", "wall_s"]
+
+
+class ReplayComputeColumn(Frozen):
+    """Where one of our compute units comes from in a replayed curve: ``column`` (a source column,
+    a stored compute unit, or ``step``) times ``scale``. A bare string is ``{column: <string>}``."""
+
+    column: str = Field(min_length=1)
+    scale: PositiveFloat = 1.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"column": data} if isinstance(data, str) else data
+
+
+class ReplayRunnerConfig(Frozen):
+    """Replay a curve point by point as if training (:mod:`harness.execution.runners.replay`).
+
+    The source is exactly one of ``file`` (any format :mod:`harness.importers` reads; ``run``
+    picks one run of a file that holds several, ``format`` overrides detection) or ``run_id`` (a
+    run in the store at ``db_url``, default the job's own store)."""
+
+    type: Literal["replay"]
+    file: str | None = Field(None, description="curve file; a relative path is from the job's cwd")
+    run: str | None = Field(None, description="which run of the file (W&B exports hold several)")
+    format: str | None = Field(None, description="importer name when detection cannot tell")
+    run_id: str | None = Field(None, min_length=1, description="a run in the store")
+    db_url: str | None = Field(None, min_length=1, description="store holding run_id; null = the job's")
+    metrics: tuple[str, ...] | None = Field(None, min_length=1, description="names or globs; null = all")
+    compute: dict[DbComputeUnit, ReplayComputeColumn] | None = Field(
+        None, description="our compute unit -> source column x scale; null = the source's own"
+    )
+    speed: float | None = Field(None, ge=0.0, description="points per second; 0 or null = no waiting")
+
+    @model_validator(mode="after")
+    def _source(self) -> ReplayRunnerConfig:
+        if (self.file is None) == (self.run_id is None):
+            given = f"both file={self.file!r} and run_id={self.run_id!r}" if self.file else "neither"
+            raise ValueError(
+                f"replay source: {given} given; "
+                "fix: give exactly one of file (a curve file) or run_id (a stored run)"
+            )
+        if self.file is not None and self.db_url is not None:
+            raise ValueError("db_url only applies to a run_id source; fix: drop db_url or replay a run_id")
+        if self.run_id is not None:
+            for name in ("run", "format"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name}={getattr(self, name)!r} only applies to a file source; "
+                        f"fix: drop {name} or replay a file"
+                    )
+        if self.format is not None:
+            from harness.errors import ImportFormatError
+            from harness.importers import get_importer
+
+            try:
+                get_importer(self.format)
+            except ImportFormatError as err:
+                raise ValueError(f"format={self.format!r}: {err}") from None
+        if self.db_url is not None and urlsplit(self.db_url).password:
+            raise ValueError(
+                "db_url holds a password, which would be stored with the run's config; "
+                "fix: leave the password out (use ~/.pgpass or PGPASSWORD) or drop db_url"
+            )
+        return self
+
+
+RunnerConfig = ReferenceRunnerConfig | CommandRunnerConfig | ReplayRunnerConfig
 
 
 # Recipe fields that do not enter the run identity (see Recipe.resolved).

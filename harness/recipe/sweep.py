@@ -5,7 +5,7 @@ A sweep YAML (``recipes/loo.yaml``) looks like::
     sweep: scalerl-loo            # name; also the store's sweep key
     base: scalerl.yaml            # the baseline recipe, relative to this file
     overrides: {scale.max_gen_len: 8192}   # dotted recipe keys applied to every variant
-    design: loo                   # loo | forward | grid | list (harness.recipe.designs)
+    design: loo                   # loo | forward | grid | list | optuna (harness.recipe.designs)
     loo: {knobs: [loss, pipeline]}          # design section (optional for loo and forward)
     seeds: [0, 1, 2]
     budget: {value: 16000, unit: gpu_hours} # per run; replaces the recipe's budget
@@ -21,7 +21,9 @@ Fields other pieces read (keep the names):
   ``val/pass_rate``), ``axis`` (``gpu_hours|flops|tokens|samples|step``), ``window`` (exactly one of
   ``start``: absolute compute on ``axis`` below which points are dropped, or ``fraction``: the
   share of each curve's compute range dropped from its start), ``margin`` (the minimum |ΔA| that
-  counts as an asymptote move).
+  counts as an asymptote move), ``confidence`` (the level of the verdicts' intervals, default
+  0.95) and ``stop_when`` (``never``, or ``decided``: ``scalerl sweep --wait`` stops a variant's
+  runs, checkpointed, once its verdict is decided; :mod:`harness.execution.decide`).
 * ``power`` (:class:`PowerSpec`), read by analysis: ``detect_d_a`` / ``detect_d_b``, the |ΔA| /
   |ΔB| the sweep should be able to detect; ``scalerl fit`` reports the seeds per variant that
   would reach each at the measured noise (:mod:`harness.analysis.power`).
@@ -53,6 +55,7 @@ from pydantic import (
 
 from harness.errors import ConfigError
 from harness.recipe.schema import BudgetConfig, Frozen, Recipe
+from harness.recipe.search import OptunaSection
 from harness.recipe.yamlio import SourceMap
 
 if TYPE_CHECKING:
@@ -82,6 +85,10 @@ class FitSpec(Frozen):
     axis: FitAxis = "gpu_hours"
     window: FitWindow = FitWindow(start=0.0)
     margin: float = Field(0.02, ge=0.0, lt=1.0, description="minimum |A_variant - A_base| for a mover")
+    # The level of every verdict interval (dA, dB, dlogC_mid); stop_when=decided stops a variant's
+    # runs once those intervals no longer straddle its decision (harness.execution.decide).
+    confidence: float = Field(0.95, gt=0.5, lt=1.0, description="verdict interval level")
+    stop_when: Literal["never", "decided"] = "never"
 
 
 class PowerSpec(Frozen):
@@ -185,6 +192,7 @@ class SweepSpec(Frozen):
     forward: ForwardSection | None = None
     grid: dict[str, list[Any]] | None = None
     variants_list: list[ListVariant] | None = Field(None, alias="list")
+    optuna: OptunaSection | None = Field(None, description="design: optuna; see harness.recipe.search")
     seeds: list[NonNegativeInt] = Field(default_factory=lambda: [0], min_length=1)
     budget: BudgetConfig | None = None
     fit: FitSpec = FitSpec()
@@ -245,13 +253,24 @@ class SweepSpec(Frozen):
 
     @model_validator(mode="after")
     def _sections_match_design(self) -> SweepSpec:
-        sections = {"loo": self.loo, "forward": self.forward, "grid": self.grid, "list": self.variants_list}
+        sections = {
+            "loo": self.loo,
+            "forward": self.forward,
+            "grid": self.grid,
+            "list": self.variants_list,
+            "optuna": self.optuna,
+        }
         for name, section in sections.items():
             if section is not None and name != self.design:
                 raise ValueError(
                     f"section {name!r} is given but design is {self.design!r}; "
                     f"fix: set design: {name} or remove the {name} section"
                 )
-        if self.design in ("grid", "list") and sections[self.design] is None:
+        if self.design in ("grid", "list", "optuna") and sections[self.design] is None:
             raise ValueError(f"design {self.design!r} needs a {self.design!r} section; fix: add one")
+        if self.design == "optuna" and len(self.seeds) != 1:
+            raise ValueError(
+                f"design 'optuna' trains one seed per trial, but seeds is {self.seeds}; "
+                "fix: give one seed (re-run the best trials over more seeds as a list sweep)"
+            )
         return self

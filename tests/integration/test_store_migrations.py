@@ -156,7 +156,7 @@ def test_an_empty_database_is_created_and_a_foreign_one_refused(url: str) -> Non
     store = db.open_store(url)  # empty: upgraded on open
     with store.engine.connect() as conn:
         assert schema.current_revision(conn) == schema.head_revision()
-        conn.execute(text("DROP TABLE alembic_version"))
+        conn.execute(text(f"DROP TABLE {schema.VERSION_TABLE}"))
         conn.commit()
     store.close()
     with pytest.raises(db.SchemaOutOfDateError, match="no schema version: it is not a scalerl store"):
@@ -182,3 +182,54 @@ def test_plain_postgresql_urls_use_psycopg3_and_bad_urls_are_explained() -> None
     with pytest.raises(db.StoreError, match="is not a valid URL") as info:
         resolve_url("::not a url::")
     assert "secret" not in str(info.value)
+
+
+def test_a_store_versioned_in_alembic_version_is_adopted_and_an_optuna_study_lives_beside_it(
+    url: str,
+) -> None:
+    """Stores made before the version table moved keep opening (their row moves to ours), and an
+    Optuna RDBStorage at the same URL keeps its own alembic_version without either side
+    mistaking the other's revision for its own."""
+    import optuna
+
+    store = db.open_store(url)
+    store.ensure_sweep("s", {})
+    store.close()
+    bundle = make_engine(resolve_url(url))
+    with bundle.engine.begin() as conn:  # what 0001-0004 stores looked like: alembic's default table
+        conn.execute(text(f"ALTER TABLE {schema.VERSION_TABLE} RENAME TO {schema.LEGACY_VERSION_TABLE}"))
+    bundle.engine.dispose()
+
+    store = db.open_store(url)  # adopted: no SchemaOutOfDateError
+    with store.engine.connect() as conn:
+        assert schema.current_revision(conn) == schema.head_revision()
+    store.close()
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.RDBStorage(url)
+    study = optuna.create_study(study_name="beside", storage=storage, direction="maximize")
+    study.optimize(lambda t: t.suggest_float("x", 0.0, 1.0), n_trials=3)
+    storage.engine.dispose()
+
+    store = db.open_store(url)  # Optuna's tables and its alembic_version do not bother the store
+    assert db.queries.sweeps(store)["name"].tolist() == ["s"]
+    with store.engine.connect() as conn:
+        assert schema.current_revision(conn) == schema.head_revision()
+        optuna_rev = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+    store.close()
+    assert optuna_rev not in {"0001", "0002", "0003", "0004"}
+    again = optuna.load_study(study_name="beside", storage=url)  # and the study still opens
+    assert len(again.trials) == 3
+
+
+def test_a_database_holding_only_an_optuna_study_counts_as_empty(tmp_path: Path) -> None:
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'optuna-first.db'}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.create_study(study_name="first", storage=url)
+    store = db.open_store(url)  # created beside it rather than refused as foreign
+    with store.engine.connect() as conn:
+        assert schema.current_revision(conn) == schema.head_revision()
+    store.close()
+    assert optuna.load_study(study_name="first", storage=url).study_name == "first"

@@ -87,8 +87,9 @@ def acquire_slot(max_parallel: int) -> IO[str] | None:
     return None
 
 
-def pid_alive(pid: int) -> bool:
-    """True when ``pid`` is a live harness job process (guards against pid reuse)."""
+def pid_alive(pid: int, marker: bytes = b"harness.execution") -> bool:
+    """True when ``pid`` is a live harness process whose command line holds ``marker`` (a job's,
+    by default; guards against pid reuse)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -97,4 +98,4 @@ def pid_alive(pid: int) -> bool:
     # A zombie has exited; its parent (the scheduler) will reap it.
     if stat.rsplit(")", 1)[-1].split()[0] == "Z":
         return False
-    return b"harness.execution" in cmdline
+    return marker in cmdline

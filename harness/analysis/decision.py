@@ -1,0 +1,191 @@
+"""When is a knob decided, and what would decide the ones that are not?
+
+:func:`decided` is the rule stop-when-decided uses (:mod:`harness.execution.decide`). A verdict
+rests on intervals at the sweep's confidence (dA from the free fits; dB and dlogC_mid from the
+fixed-A refits, Bonferroni over the two) and on thresholds: the A margin ``m`` (the verdict's
+``margin``), the efficiency floor ``f_B = min_rel_effect x B_base`` and
+``f_C = log(1 + min_rel_effect)``. An interval *straddles* a threshold ``t`` when it is neither
+wholly inside ``(-t, t)`` nor wholly beyond it (``lo > t`` or ``hi < -t``). Decided means no
+interval the verdict depends on straddles its threshold:
+
+- ``asymptote-mover``: dA wholly beyond ``m`` (a late-level mover has only its lower bound);
+- ``efficiency-shaper``: dA wholly inside ``(-m, m)``, and dB wholly beyond ``f_B`` or dlogC_mid
+  wholly beyond ``f_C``;
+- ``no-effect``: dA, dB and dlogC_mid each wholly inside ``(-m, m)``, ``(-f_B, f_B)``,
+  ``(-f_C, f_C)`` (an equivalence test);
+- ``undecided``, ``unfit``, ``unstable``: never.
+
+:func:`what_decides` answers "where should the next GPU-hours go" for every knob that is not
+decided, at the current noise. Seeds: for each straddled interval, the seeds per variant at
+which an interval of the same centre would clear its threshold with 80% power
+(:func:`harness.analysis.power.seeds_for` with target ``||d| - t|``, the interval's SE scaling as
+``1/sqrt(seeds)``); the answer is the largest over the intervals that must move (for a shaper, the
+easier of dB and dlogC_mid). Compute: for an ``undecided`` knob (a ceiling not measured), the
+compute at which each unpinned pooled fit (baseline or variant) passes its inflection and comes
+within ``max(0.05, 2m)`` of its A, the extrapolation rule of :mod:`harness.analysis.verdicts`:
+read off the fitted curve, so it is a forecast at the current slope.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from harness.analysis.curve import compute_to_reach
+from harness.analysis.power import DEFAULT_POWER, seeds_for
+from harness.analysis.verdicts import SweepAnalysis, Verdict, VerdictOptions
+
+MIN_REL_EFFECT = VerdictOptions.min_rel_effect
+
+
+def _inside(lo: float, hi: float, t: float) -> bool:
+    return math.isfinite(lo) and math.isfinite(hi) and -t < lo and hi < t
+
+
+def _beyond(lo: float, hi: float, t: float) -> bool:
+    return lo > t or hi < -t  # NaN compares False: a missing end proves nothing
+
+
+def _floors(v: Verdict, min_rel_effect: float) -> tuple[float, float, float]:
+    f_b = min_rel_effect * abs(v.b_base) if math.isfinite(v.b_base) else math.nan
+    return v.margin, f_b, math.log1p(min_rel_effect)
+
+
+def decided(v: Verdict, min_rel_effect: float = MIN_REL_EFFECT) -> tuple[bool, str]:
+    """(decided?, the intervals against their thresholds in words); see the module docstring."""
+    m, f_b, f_c = _floors(v, min_rel_effect)
+    a_in = _inside(v.d_a_lo, v.d_a_hi, m)
+    a_txt = f"dA [{v.d_a_lo:+.3f}, {v.d_a_hi:+.3f}] vs margin {m:.3f}"
+    b_txt = f"dB [{v.d_b_lo:+.3f}, {v.d_b_hi:+.3f}] vs {f_b:.3f}"
+    c_txt = f"dlogC_mid [{v.d_log_c_mid_lo:+.3f}, {v.d_log_c_mid_hi:+.3f}] vs {f_c:.3f}"
+    if v.verdict == "asymptote-mover":
+        return _beyond(v.d_a_lo, v.d_a_hi, m), a_txt
+    if v.verdict == "efficiency-shaper":
+        moves = _beyond(v.d_b_lo, v.d_b_hi, f_b) or _beyond(v.d_log_c_mid_lo, v.d_log_c_mid_hi, f_c)
+        return a_in and moves, f"{a_txt}; {b_txt}; {c_txt}"
+    if v.verdict == "no-effect":
+        same = _inside(v.d_b_lo, v.d_b_hi, f_b) and _inside(v.d_log_c_mid_lo, v.d_log_c_mid_hi, f_c)
+        return a_in and same, f"{a_txt}; {b_txt}; {c_txt}"
+    return False, f"verdict {v.verdict}"
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """What would decide one knob: ``seeds`` per variant (None: seeds alone cannot, or not asked)
+    and/or ``compute`` per run on the fit axis (NaN: not a question of compute, or unknown),
+    ``factor`` = that compute over the most any of its runs reached; ``note`` in words."""
+
+    knob: str | None
+    variant: str
+    verdict: str
+    seeds: int | None
+    compute: float
+    factor: float
+    note: str
+
+
+PRACTICAL_SEEDS = 100  # beyond 100x the seeds now, "seeds will not decide it"
+
+
+def _straddles(part: str) -> bool:
+    """Whether one ``NAME [lo, hi] vs t`` clause of :func:`decided`'s text straddles ``t``."""
+    try:
+        lo_hi, t = part.split("[", 1)[1].split("] vs")
+        lo, hi = (float(x) for x in lo_hi.split(","))
+        thr = float(t.split()[-1])
+    except (IndexError, ValueError):
+        return True
+    return not (_inside(lo, hi, thr) or _beyond(lo, hi, thr))
+
+
+def _seeds(d: float, lo: float, hi: float, t: float, level: float, seeds_now: int) -> int | None:
+    """Seeds for the interval [lo, hi] around ``d`` (at ``level``) to clear threshold ``t``."""
+    if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(d) and math.isfinite(t)):
+        return None
+    se = (hi - lo) / (2.0 * NormalDist().inv_cdf(0.5 + level / 2.0))
+    dist = abs(abs(d) - t)
+    if dist <= 0.0 or se <= 0.0:
+        return None
+    return seeds_for(dist, se, seeds_now, alpha=1.0 - level, power=DEFAULT_POWER)
+
+
+def _max(*ns: int | None) -> int | None:
+    return None if any(n is None for n in ns) else max(n for n in ns if n is not None)
+
+
+def _min(*ns: int | None) -> int | None:
+    known = [n for n in ns if n is not None]
+    return min(known) if known else None
+
+
+def _seeds_to_decide(v: Verdict, level: float, seeds_now: int, min_rel_effect: float) -> int | None:
+    m, f_b, f_c = _floors(v, min_rel_effect)
+    level2 = 1.0 - (1.0 - level) / 2.0  # dB and dlogC_mid: Bonferroni over the two tests
+    a = _seeds(v.d_a, v.d_a_lo, v.d_a_hi, m, level, seeds_now)
+    if v.verdict == "asymptote-mover":
+        return a
+    b = _seeds(v.d_b, v.d_b_lo, v.d_b_hi, f_b, level2, seeds_now)
+    c = _seeds(v.d_log_c_mid, v.d_log_c_mid_lo, v.d_log_c_mid_hi, f_c, level2, seeds_now)
+    if v.verdict == "efficiency-shaper":
+        return _max(a, _min(b, c))
+    return _max(a, b, c)  # no-effect: every interval inside its threshold
+
+
+def _pin_compute(analysis: SweepAnalysis, name: str, margin: float) -> float:
+    """Compute at which the pooled fit of ``name`` passes C_mid and comes within max(0.05, 2m) of A."""
+    boot = analysis.variant_fits.get(name)
+    if boot is None:
+        return math.nan
+    f = boot.fit
+    if not all(math.isfinite(x) for x in (f.r0, f.a, f.b, f.c_mid)) or f.a <= f.r0 or f.a <= 0:
+        return math.nan
+    tol = max(0.05, 2.0 * margin)
+    frac = (f.a - tol) / f.a
+    near = compute_to_reach(f.r0, f.a, f.b, f.c_mid, frac) if 0.0 < frac < 1.0 else 0.0
+    return max(f.c_mid, near) if math.isfinite(near) else math.nan
+
+
+def what_decides(
+    analysis: SweepAnalysis,
+    baseline: str,
+    reached: dict[str, float],
+    *,
+    level: float = 0.95,
+    min_rel_effect: float = MIN_REL_EFFECT,
+) -> list[NextStep]:
+    """One :class:`NextStep` per verdict that is not :func:`decided`. ``reached``: variant -> the
+    largest compute its runs reached on the fit axis."""
+    out: list[NextStep] = []
+    for v in analysis.verdicts:
+        ok, rule = decided(v, min_rel_effect)
+        if ok:
+            continue
+        seeds_now = analysis.seeds
+        if v.verdict in ("asymptote-mover", "efficiency-shaper", "no-effect"):
+            n = _seeds_to_decide(v, level, seeds_now, min_rel_effect)
+            straddling = ", ".join(part.split(" [")[0] for part in rule.split("; ") if _straddles(part))
+            if n is None:
+                note = f"an estimate sits on its threshold: no seed count decides it ({straddling} straddle)"
+            elif n > PRACTICAL_SEEDS * seeds_now:
+                note = f"seeds will not decide it (~{n:.2g} needed, now {seeds_now}; {straddling} too wide)"
+            else:
+                note = f"~{n} seed(s) per variant (now {seeds_now}) at this noise ({straddling} straddle)"
+            out.append(NextStep(v.knob, v.variant, v.verdict, n, math.nan, math.nan, note))
+        elif v.verdict == "undecided":
+            need = [(_pin_compute(analysis, name, v.margin), name) for name in (baseline, v.variant)]
+            needed = [(c, name) for c, name in need if math.isfinite(c) and c > reached.get(name, math.inf)]
+            if not needed:
+                note = "ceiling not measured, and its fit gives no compute that would measure it"
+                out.append(NextStep(v.knob, v.variant, v.verdict, None, math.nan, math.nan, note))
+                continue
+            c, name = max(needed)
+            factor = c / reached[name]
+            note = f"{name}'s ceiling is measured at ~{c:.3g} (x{factor:.1f} its compute), by its fit's slope"
+            out.append(NextStep(v.knob, v.variant, v.verdict, None, c, factor, note))
+        else:
+            head = v.reason.split(";")[0][:100]
+            out.append(
+                NextStep(v.knob, v.variant, v.verdict, None, math.nan, math.nan, f"{head}: fix the runs")
+            )
+    return out

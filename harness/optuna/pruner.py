@@ -1,0 +1,236 @@
+"""A forecast pruner for any Optuna study: stop a trial once its forecast cannot catch the best.
+
+A trial reports ``trial.report(value, step)`` with ``step`` the compute spent so far in integer
+units (steps, GPU-seconds, 1e9-FLOP units...). The pruner forecasts each trial's curve at the
+``target`` compute with :func:`harness.analysis.forecast_curves` (the sigmoid / flat / power-law
+ensemble with a calibrated prediction interval) and prunes a trial whose optimistic edge is below
+what another trial is already confidently worth. It reads the study only through
+``study.get_trials(deepcopy=False)``, so it works with any storage (in-memory, RDB, journal) and
+needs nothing else from the harness.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import optuna
+from optuna.pruners import BasePruner
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from harness.analysis.fitters import fit_sigmoid_many
+from harness.analysis.forecaster import DEFAULT_CALIBRATION, forecast_curves
+from harness.errors import ConfigError
+
+_STATES = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED)
+
+
+@dataclass(frozen=True)
+class TrialForecast:
+    """One trial's forecast at the target, in the maximised frame (see :class:`ForecastPruner`).
+
+    ``n_points`` is the number of intermediate values it was made from; ``ok`` is False (and
+    the numbers NaN) when the forecaster had no sound forecast; ``past_inflection`` is False
+    when the trial's sigmoid fit puts C_mid beyond its last reported compute."""
+
+    n_points: int
+    value: float
+    lo: float
+    hi: float
+    ok: bool
+    past_inflection: bool
+
+
+class ForecastPruner(BasePruner):
+    """Prune a trial once the upper edge of its forecast at ``target`` is below the reference.
+
+    The rule, for a maximised objective (a minimised one is mirrored, see below), each time
+    ``trial.should_prune()`` is called:
+
+    1. Warm-up: never prune a trial with fewer than ``min_points`` intermediate values, nor (with
+       ``require_inflection``) one that is not clearly past its inflection: its sigmoid fit (R0 =
+       its first value) must be ``ok`` with ``inflection_margin`` x C_mid <= its last reported
+       compute (default 2: one doubling of compute past the inflection; a fit ending at C_mid
+       underestimates the ceiling with a deceptively narrow interval), or ``decreasing`` (a
+       collapsing run); nor before ``min_completed`` trials are COMPLETE. After warm-up the
+       trial is re-forecast on every ``interval_steps``-th report and left alone on the others.
+    2. Forecast the trial at ``target`` (compute = step x ``compute_scale``) with a ``level``
+       prediction interval [lo, hi]. A forecast whose status is not ``ok`` never prunes: a flat
+       curve (e.g. a run stuck at 0) is left to finish; pair it with a threshold if that matters.
+    3. References: every other trial with a sound forecast at ``target``: COMPLETE trials
+       (whatever their length, no inflection required), and RUNNING or PRUNED trials that are
+       themselves past warm-up (``min_points``, inflection). Their forecasts are cached per trial
+       and recomputed only when the trial has reported new values.
+    4. Prune when ``hi`` < max over references of their ``lo`` (the best trial is confidently
+       better than this one's optimistic edge), or, with ``quantile=q``, when ``hi`` is below
+       the q-quantile of the COMPLETE trials' point forecasts at ``target`` (q = 0.5: even this
+       trial's optimistic edge is worse than the median completed trial).
+
+    ``direction`` is the study's: for ``minimize`` every curve is mirrored to ``1 - value``
+    before forecasting (a loss or error rate in [0, 1] becomes a score in [0, 1], where the
+    sigmoid member of the ensemble applies; outside [0, 1] the flat and power-law members carry
+    the forecast) and the rule above applies unchanged. Multi-objective studies raise
+    :class:`~harness.errors.ConfigError`.
+
+    Cost: at most one batched forecast of the trial and of the references that reported new
+    values since their last forecast per call (each forecast is a few milliseconds). Thread-safe:
+    one lock guards the cache, so ``study.optimize(n_jobs=...)`` may share an instance.
+    """
+
+    def __init__(
+        self,
+        target: float,
+        *,
+        level: float = 0.9,
+        min_points: int = 8,
+        compute_scale: float = 1.0,
+        quantile: float | None = None,
+        min_completed: int = 1,
+        require_inflection: bool = True,
+        interval_steps: int = 1,
+        inflection_margin: float = 2.0,
+    ) -> None:
+        if not (math.isfinite(target) and target > 0):
+            raise ConfigError(
+                "must be a finite compute > 0", field="target", value=target, fix="use e.g. 1000"
+            )
+        lo_level, hi_level = DEFAULT_CALIBRATION.levels[0], DEFAULT_CALIBRATION.levels[-1]
+        if not lo_level <= level <= hi_level:
+            raise ConfigError(
+                "outside the calibrated range",
+                field="level",
+                value=level,
+                fix=f"use [{lo_level}, {hi_level}]",
+            )
+        if min_points < 4:
+            raise ConfigError(
+                "the forecaster needs >= 4 points", field="min_points", value=min_points, fix="use 8"
+            )
+        if not (math.isfinite(compute_scale) and compute_scale > 0):
+            raise ConfigError("must be > 0", field="compute_scale", value=compute_scale, fix="use 1.0")
+        if quantile is not None and not 0.0 < quantile < 1.0:
+            raise ConfigError("must be in (0, 1)", field="quantile", value=quantile, fix="use 0.5 or None")
+        if min_completed < 1:
+            raise ConfigError("must be >= 1", field="min_completed", value=min_completed, fix="use 1")
+        if not inflection_margin >= 1.0:
+            raise ConfigError(
+                "must be >= 1", field="inflection_margin", value=inflection_margin, fix="use 2.0"
+            )
+        if interval_steps < 1:
+            raise ConfigError("must be >= 1", field="interval_steps", value=interval_steps, fix="use 1")
+        self.target = float(target)
+        self.level = float(level)
+        self.min_points = int(min_points)
+        self.compute_scale = float(compute_scale)
+        self.quantile = quantile
+        self.min_completed = int(min_completed)
+        self.require_inflection = bool(require_inflection)
+        self.interval_steps = int(interval_steps)
+        self.inflection_margin = float(inflection_margin)
+        self._cache: dict[tuple[str, int], TrialForecast] = {}  # (study name, trial number) -> latest
+        self._lock = threading.Lock()
+
+    def prune(self, study: optuna.study.Study, trial: FrozenTrial) -> bool:
+        if len(study.directions) != 1:
+            raise ConfigError(
+                "ForecastPruner prunes single-objective studies only",
+                field="directions",
+                value=[d.name for d in study.directions],
+                fix="use one objective, or optuna.pruners.NopPruner",
+            )
+        n = len(trial.intermediate_values)
+        if n < self.min_points or (n - self.min_points) % self.interval_steps:
+            return False
+        trials = study.get_trials(deepcopy=False, states=_STATES)
+        completed = [t for t in trials if t.state == TrialState.COMPLETE and t.number != trial.number]
+        if len(completed) < self.min_completed:
+            return False
+        minimize = study.direction == StudyDirection.MINIMIZE
+        own = self._forecasts(study.study_name, [trial], minimize)[0]
+        if not own.ok or (self.require_inflection and not own.past_inflection):
+            return False
+        # COMPLETE trials are references at any length; others only once past their own warm-up.
+        others = [t for t in completed if len(t.intermediate_values) >= 4]
+        if self.quantile is None:
+            others += [
+                t
+                for t in trials
+                if t.state != TrialState.COMPLETE
+                and t.number != trial.number
+                and len(t.intermediate_values) >= self.min_points
+            ]
+        pairs = [
+            (f, t)
+            for f, t in zip(self._forecasts(study.study_name, others, minimize), others, strict=True)
+            if f.ok and (t.state == TrialState.COMPLETE or f.past_inflection or not self.require_inflection)
+        ]
+        if not pairs:
+            return False
+        if self.quantile is not None:
+            bar = float(np.quantile([f.value for f, _ in pairs], self.quantile))
+        else:
+            bar = max(f.lo for f, _ in pairs)
+        return own.hi < bar
+
+    def forecast(self, study: optuna.study.Study, trial: FrozenTrial) -> TrialForecast:
+        """The (cached) forecast the rule uses for ``trial``, in the maximised frame."""
+        minimize = study.direction == StudyDirection.MINIMIZE
+        return self._forecasts(study.study_name, [trial], minimize)[0]
+
+    def _forecasts(self, study: str, trials: Sequence[FrozenTrial], minimize: bool) -> list[TrialForecast]:
+        """Forecasts for ``trials``: cached ones reused, the rest made in one batch."""
+        with self._lock:
+            out: list[TrialForecast | None] = []
+            todo: list[int] = []
+            for i, t in enumerate(trials):
+                hit = self._cache.get((study, t.number))
+                if hit is not None and hit.n_points == len(t.intermediate_values):
+                    out.append(hit)
+                else:
+                    out.append(None)
+                    todo.append(i)
+            if todo:
+                curves = [self._curve(trials[i], minimize) for i in todo]
+                for i, f in zip(todo, self._forecast_many(curves), strict=True):
+                    self._cache[(study, trials[i].number)] = f
+                    out[i] = f
+        return [f for f in out if f is not None]
+
+    def _curve(self, trial: FrozenTrial, minimize: bool) -> tuple[np.ndarray, np.ndarray]:
+        steps = sorted(trial.intermediate_values)
+        x = np.asarray(steps, dtype=np.float64) * self.compute_scale
+        y = np.asarray([trial.intermediate_values[s] for s in steps], dtype=np.float64)
+        return x, (1.0 - y if minimize else y)
+
+    def _forecast_many(self, curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[TrialForecast]:
+        at = np.array([self.target])
+        fcs = forecast_curves(curves, [at] * len(curves), level=self.level)
+        starts = []
+        for _, y in curves:
+            fin = y[np.isfinite(y)]
+            starts.append(float(fin[0]) if fin.size else math.nan)
+        fits = fit_sigmoid_many(list(curves), r0=starts) if self.require_inflection else None
+        out = []
+        for i, ((x, y), fc) in enumerate(zip(curves, fcs, strict=True)):
+            fit = None if fits is None else fits[i]
+            past = (
+                fit is None
+                or fit.status == "decreasing"
+                or (fit.status == "ok" and fit.c_mid * self.inflection_margin <= float(np.nanmax(x)))
+            )
+            ok = fc.ok and bool(np.isfinite(fc.hi[0]) and np.isfinite(fc.lo[0]))
+            out.append(
+                TrialForecast(
+                    n_points=int(y.size),
+                    value=float(fc.value[0]),
+                    lo=float(fc.lo[0]),
+                    hi=float(fc.hi[0]),
+                    ok=ok,
+                    past_inflection=past,
+                )
+            )
+        return out

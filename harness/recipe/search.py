@@ -1,0 +1,171 @@
+"""The ``optuna:`` section of a ``design: optuna`` sweep, validated at the YAML boundary.
+
+A search sweep names its space with Optuna's own distributions, keyed by the dotted recipe key
+each parameter sets::
+
+    design: optuna
+    optuna:
+      space:
+        optimizer.lr: {type: float, low: 3.0e-4, high: 3.0e-3, log: true}
+        knobs.loss.choice: {type: categorical, choices: [cispo, dapo]}
+        scale.prompts_per_batch: {type: int, low: 8, high: 32, step: 8}
+      sampler: {type: tpe, seed: 0}            # tpe | cmaes | random | grid
+      n_trials: 12
+      objective: {kind: forecast, at: 3.0e12, direction: maximize}   # forecast | fitted_a | final
+      pruner: {type: forecast, min_points: 8}  # forecast | median | hyperband | none
+      workers: 2                                # processes (local) or array tasks (slurm)
+
+The objective is read from the fit section's metric on its axis: ``forecast`` is the value
+:func:`harness.analysis.forecast_curve` gives at ``at`` (a compute on ``fit.axis``), ``fitted_a``
+the sigmoid's ceiling, ``final`` the mean of the last three points. Trials report the metric to
+the pruner with ``step = round(compute x compute_scale)`` (Optuna steps are integers; set
+``compute_scale`` so that one unit is fine enough, e.g. 3600 for GPU-seconds on ``gpu_hours``).
+The study lives in an Optuna ``RDBStorage`` at the store's own URL (see :mod:`harness.search`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+
+from harness.recipe.schema import Frozen
+
+
+class FloatParam(Frozen):
+    """``optuna.distributions.FloatDistribution``."""
+
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+    step: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _range(self) -> FloatParam:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high}); fix: swap or widen them")
+        if self.log and self.low <= 0:
+            raise ValueError(f"a log range needs low > 0 (got {self.low}); fix: raise low or set log: false")
+        if self.log and self.step is not None:
+            raise ValueError("step and log cannot both be set (Optuna's rule); fix: drop one")
+        return self
+
+    def distribution(self) -> Any:
+        from optuna.distributions import FloatDistribution
+
+        return FloatDistribution(self.low, self.high, log=self.log, step=self.step)
+
+    def grid(self) -> list[Any] | None:
+        if self.step is None:
+            return None
+        n = round((self.high - self.low) / self.step)
+        return [self.low + i * self.step for i in range(n + 1)]
+
+
+class IntParam(Frozen):
+    """``optuna.distributions.IntDistribution``."""
+
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+    step: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _range(self) -> IntParam:
+        if not self.low <= self.high:
+            raise ValueError(f"low ({self.low}) must not exceed high ({self.high}); fix: swap them")
+        if self.log and (self.low < 1 or self.step != 1):
+            raise ValueError("a log int range needs low >= 1 and step 1 (Optuna's rule); fix: set log: false")
+        return self
+
+    def distribution(self) -> Any:
+        from optuna.distributions import IntDistribution
+
+        return IntDistribution(self.low, self.high, log=self.log, step=self.step)
+
+    def grid(self) -> list[Any] | None:
+        return list(range(self.low, self.high + 1, self.step))
+
+
+class CategoricalParam(Frozen):
+    """``optuna.distributions.CategoricalDistribution``; choices are YAML scalars."""
+
+    type: Literal["categorical"]
+    choices: list[str | int | float | bool | None] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> CategoricalParam:
+        if len({repr(c) for c in self.choices}) != len(self.choices):
+            raise ValueError(f"choices repeat ({self.choices}); fix: list each choice once")
+        return self
+
+    def distribution(self) -> Any:
+        from optuna.distributions import CategoricalDistribution
+
+        return CategoricalDistribution(tuple(self.choices))
+
+    def grid(self) -> list[Any] | None:
+        return list(self.choices)
+
+
+SearchParam = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
+
+
+class SamplerSpec(Frozen):
+    """Optuna's TPE, CMA-ES, random or grid sampler; ``seed`` makes the suggestions repeatable."""
+
+    type: Literal["tpe", "cmaes", "random", "grid"] = "tpe"
+    seed: NonNegativeInt | None = 0
+    n_startup_trials: PositiveInt | None = Field(None, description="tpe/cmaes: random trials first")
+
+
+class ObjectiveSpec(Frozen):
+    kind: Literal["forecast", "fitted_a", "final"] = "forecast"
+    at: PositiveFloat | None = Field(None, description="forecast: the compute (on fit.axis) to forecast at")
+    direction: Literal["maximize", "minimize"] = "maximize"
+    level: float = Field(0.9, gt=0.0, lt=1.0, description="forecast interval level (recorded with the value)")
+
+    @model_validator(mode="after")
+    def _needs_at(self) -> ObjectiveSpec:
+        if self.kind == "forecast" and self.at is None:
+            raise ValueError(
+                "objective kind 'forecast' needs at (a compute on fit.axis); "
+                "fix: add at: <compute>, or use kind: final / fitted_a"
+            )
+        return self
+
+
+class PrunerSpec(Frozen):
+    """``forecast`` (:class:`harness.optuna.ForecastPruner`, target = the objective's ``at`` or the
+    budget), Optuna's ``median`` / ``hyperband``, or ``none``. ``options`` go to the pruner's
+    constructor as keyword arguments (checked against its signature)."""
+
+    type: Literal["forecast", "median", "hyperband", "none"] = "forecast"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class OptunaSection(Frozen):
+    space: dict[str, SearchParam] = Field(min_length=1)
+    sampler: SamplerSpec = SamplerSpec()
+    n_trials: PositiveInt = 10
+    objective: ObjectiveSpec = ObjectiveSpec(kind="final")
+    pruner: PrunerSpec = PrunerSpec()
+    workers: PositiveInt = 1
+    study: str | None = Field(None, min_length=1, description="Optuna study name (default: the sweep's)")
+    compute_scale: PositiveFloat = Field(1.0, description="trial.report step = round(compute x this)")
+    heartbeat_s: PositiveInt = Field(
+        60, description="a RUNNING trial silent for 2x this is failed and retried"
+    )
+
+    @model_validator(mode="after")
+    def _grid_is_finite(self) -> OptunaSection:
+        if self.sampler.type == "grid":
+            loose = [k for k, p in self.space.items() if p.grid() is None]
+            if loose:
+                raise ValueError(
+                    f"sampler grid needs a finite space, but {loose} are continuous; "
+                    "fix: give each float a step, or use tpe / random"
+                )
+        return self

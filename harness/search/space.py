@@ -1,0 +1,173 @@
+"""From a sweep's ``optuna:`` section to Optuna objects, and from a trial's parameters to a run.
+
+The section itself (and its validation) is :mod:`harness.recipe.search`. Here: the distributions,
+the sampler, the pruner, the study's storage at the store's URL, and :func:`trial_variant`, which
+turns a trial's parameters into a sweep variant so the planner's run-id rules apply unchanged (two
+trials that suggest the same parameters are the same run, trained once).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import ConfigError
+from harness.recipe.designs import Variant
+from harness.recipe.overrides import Override, check_key
+from harness.recipe.search import OptunaSection
+from harness.recipe.yamlio import Source
+
+if TYPE_CHECKING:
+    import optuna
+
+    from harness.recipe.sweep import SweepSpec
+
+
+def section(sweep: SweepSpec) -> OptunaSection:
+    if sweep.optuna is None:
+        raise ConfigError(
+            f"sweep {sweep.sweep!r} has design {sweep.design!r}, not optuna",
+            field="design",
+            value=sweep.design,
+            fix="search with a design: optuna sweep file",
+        )
+    return sweep.optuna
+
+
+def _source(sweep: SweepSpec, key: str) -> Source:
+    loaded = sweep._require()
+    return loaded.sources.get(("optuna", "space", key)) or Source(str(loaded.path))
+
+
+def distributions(sec: OptunaSection) -> dict[str, Any]:
+    """Parameter name (the dotted recipe key) -> ``optuna.distributions.BaseDistribution``."""
+    return {key: param.distribution() for key, param in sec.space.items()}
+
+
+def study_name(sweep: SweepSpec) -> str:
+    return section(sweep).study or sweep.sweep
+
+
+def trial_variant(sweep: SweepSpec, number: int, params: dict[str, Any]) -> Variant:
+    """Trial ``number``'s parameters as the variant ``trial-NNNN`` (overrides traced to the
+    ``optuna.space`` lines that defined them)."""
+    overrides = []
+    for key, value in params.items():
+        src = _source(sweep, key)
+        check_key(key, src, value)
+        overrides.append(Override(key, value, src))
+    first = overrides[0].source if overrides else Source(str(sweep.path))
+    return Variant(f"trial-{number:04d}", tuple(overrides), first)
+
+
+def check_space(sweep: SweepSpec) -> None:
+    """Fail before any worker starts when an edge of the space is not a valid recipe: each
+    parameter is tried at its bounds (every choice of a categorical) on the base recipe, one at
+    a time, so the error names the parameter at fault. (A combination that only fails jointly
+    fails its trial, with the recipe error recorded on it.)"""
+    from harness.recipe.planner import variant_recipe
+
+    sec = section(sweep)
+    for key, param in sec.space.items():
+        corners = list(param.choices) if param.type == "categorical" else [param.low, param.high]
+        for value in corners:
+            params = {key: value}
+            try:
+                variant_recipe(sweep, trial_variant(sweep, 0, params))
+            except ConfigError as err:
+                src = _source(sweep, key)
+                raise ConfigError(
+                    f"the search space reaches an invalid recipe at {key}={value!r}: {err.reason}",
+                    file=src.file,
+                    line=src.line,
+                    field=f"optuna.space.{key}",
+                    value=value,
+                    fix=err.fix or "narrow the range so every value gives a valid recipe",
+                ) from None
+
+
+def make_sampler(sec: OptunaSection, worker: int = 0) -> optuna.samplers.BaseSampler:
+    """The section's sampler, seeded with ``seed + worker`` (None stays None: unseeded)."""
+    import optuna
+
+    spec = sec.sampler.model_copy(
+        update={"seed": None if sec.sampler.seed is None else sec.sampler.seed + worker}
+    )
+    if spec.type == "grid":
+        grid = {k: p.grid() for k, p in sec.space.items()}
+        return optuna.samplers.GridSampler(grid, seed=spec.seed)  # type: ignore[arg-type]
+    if spec.type == "random":
+        return optuna.samplers.RandomSampler(seed=spec.seed)
+    extra: dict[str, Any] = (
+        {} if spec.n_startup_trials is None else {"n_startup_trials": spec.n_startup_trials}
+    )
+    if spec.type == "cmaes":
+        # CMA-ES handles float/int parameters; categorical ones go to its independent sampler.
+        return optuna.samplers.CmaEsSampler(seed=spec.seed, warn_independent_sampling=False, **extra)
+    return optuna.samplers.TPESampler(seed=spec.seed, **extra)
+
+
+def pruner_target(sweep: SweepSpec) -> float:
+    """Where the forecast pruner compares trials: the objective's ``at``, else the budget when it is
+    on the fit axis, in reported steps (compute x compute_scale)."""
+    sec = section(sweep)
+    at = sec.objective.at
+    if at is None:
+        budget = sweep.base_recipe.budget
+        if budget.unit.rstrip("s") != sweep.fit.axis.rstrip("s"):
+            raise ConfigError(
+                "the forecast pruner needs a target compute on the fit axis, and the budget is in "
+                f"{budget.unit} while fit.axis is {sweep.fit.axis}",
+                field="optuna.objective.at",
+                fix="set optuna.objective.at (a compute on fit.axis), or use another pruner",
+            )
+        at = budget.value
+    return float(at) * sec.compute_scale
+
+
+def make_pruner(sweep: SweepSpec) -> optuna.pruners.BasePruner:
+    """The section's pruner; ``options`` are checked against its constructor's keywords."""
+    import optuna
+
+    sec = section(sweep)
+    spec = sec.pruner
+    factory: Any
+    base: dict[str, Any] = {}
+    if spec.type == "none":
+        factory = optuna.pruners.NopPruner
+    elif spec.type == "median":
+        factory = optuna.pruners.MedianPruner
+    elif spec.type == "hyperband":
+        factory = optuna.pruners.HyperbandPruner
+        steps = _budget_steps(sweep)
+        if steps is not None:
+            base["max_resource"] = steps
+    else:
+        from harness.optuna import ForecastPruner
+
+        factory = ForecastPruner
+        base["target"] = pruner_target(sweep)
+    params = inspect.signature(factory).parameters
+    unknown = sorted(set(spec.options) - set(params))
+    if unknown:
+        valid = ", ".join(
+            f"{n}={p.default!r}"
+            for n, p in params.items()
+            if p.kind is p.KEYWORD_ONLY or p.default is not p.empty
+        )
+        raise ConfigError(
+            f"pruner {spec.type!r} takes no option {unknown[0]!r}",
+            field=f"optuna.pruner.options.{unknown[0]}",
+            value=spec.options[unknown[0]],
+            fix=f"use some of: {valid}",
+        )
+    pruner: optuna.pruners.BasePruner = factory(**{**base, **spec.options})
+    return pruner
+
+
+def _budget_steps(sweep: SweepSpec) -> int | None:
+    budget = sweep.base_recipe.budget
+    if budget.unit.rstrip("s") != sweep.fit.axis.rstrip("s"):
+        return None
+    return max(1, math.ceil(budget.value * section(sweep).compute_scale))

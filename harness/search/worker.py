@@ -1,0 +1,511 @@
+"""A search worker: pull trials from the shared Optuna study, train each as a run, tell the result.
+
+N workers (local processes, or the tasks of one Slurm job array) run :func:`run_worker` against
+the same study, which lives in an Optuna ``RDBStorage`` at the store's URL. One trial:
+
+1. ``study.ask()`` (a retried trial's copy is popped first); its parameters become the variant
+   ``trial-NNNN`` and, through the planner's rules, a run id: identical parameters are one run;
+2. the run is registered in the store under the sweep, with a ``trial`` event carrying the study,
+   the trial number and its parameters; the trial records ``run_id`` as a user attribute;
+3. the run trains through the ordinary job body (:func:`harness.execution.job.execute`), whose
+   points are also reported to the trial (``step = round(compute x compute_scale)`` on the fit
+   axis); when the pruner says so, the run stops at its next step with a checkpoint and ends as
+   ``pruned`` (``scalerl sweep --extend`` can take it further);
+4. a finished run's objective (:mod:`harness.search.objective`) is told to the study.
+
+Failures and preemption. A worker told to stop (Slurm's USR2 / SIGTERM, ``scalerl cancel``)
+checkpoints its run, fails the trial and enqueues a copy with the same parameters, so whichever
+worker asks next resumes the same run from its checkpoint. A worker killed outright stops beating
+its trial's heartbeat; after ``2 x heartbeat_s`` another worker fails it and Optuna's
+``RetryFailedTrialCallback`` enqueues the copy (up to the sweep's ``max_retries``). A trial whose
+run is already completed or pruned (the same parameters asked again) costs nothing: its stored
+curve answers. Workers stop once ``n_trials`` trials are claimed (complete, pruned, running,
+waiting, or failed for good); two workers asking at the same instant can overshoot by one each.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from submitit.helpers import Checkpointable, DelayedSubmission
+
+from harness.errors import ConfigError, ExecutionError, HarnessError
+from harness.execution.spec import Resources, RunSpec
+
+if TYPE_CHECKING:
+    import optuna
+
+    from harness.recipe.sweep import SweepSpec
+
+log = logging.getLogger(__name__)
+
+RETRY_ATTR = "retry_of"  # user attribute: the trial number this one re-runs (a stopped worker's)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything one worker needs, as plain data (pickled by submitit, or a JSON file)."""
+
+    sweep_file: str
+    overrides: tuple[str, ...]
+    db_url: str | None
+    state_dir: str
+    executor: str = "local"
+    index: int = 0
+    resources: Resources = field(default_factory=Resources)
+    checkpoint_grace_s: float = 60.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerSpec:
+        data = json.loads(text)
+        data["overrides"] = tuple(data.get("overrides", ()))
+        data["resources"] = Resources(**data.get("resources", {}))
+        return cls(**data)
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may carry a DB URL
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.to_json())
+        os.replace(tmp, path)
+
+
+@dataclass
+class WorkerReport:
+    complete: int = 0
+    pruned: int = 0
+    failed: int = 0
+    reused: int = 0  # trials answered by a run already in the store
+
+
+def storage_url(db_url: str | None) -> str:
+    """The store's URL with its password, for Optuna (never printed)."""
+    from db.engine import resolve_url
+
+    return resolve_url(db_url).render_as_string(hide_password=False)
+
+
+def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.Study:
+    """Create (or load) the sweep's study in an RDBStorage at the store's URL.
+
+    A grid sampler's grid is enqueued once, in a seeded order, when the study is new: Optuna's
+    ``GridSampler`` stops a study through ``Study.stop``, which only ``optimize`` allows, and
+    workers use ask-and-tell. Trials past the grid would be random, so the grid also caps
+    ``n_trials`` (see :func:`claimed`)."""
+    import inspect
+
+    import optuna
+    from optuna import storages
+
+    from harness.search.space import make_pruner, make_sampler, section, study_name
+
+    sec = section(sweep)
+    url = storage_url(db_url)
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    # Optuna >= 4.9 renamed the stale-trial hook; older releases (>= 3.6 is allowed) have the old name.
+    retry_cls = (
+        getattr(storages, "RetryHeartbeatStaleTrialCallback", None) or storages.RetryFailedTrialCallback
+    )
+    hook = (
+        "heartbeat_stale_trial_callback"
+        if "heartbeat_stale_trial_callback" in inspect.signature(storages.RDBStorage).parameters
+        else "failed_trial_callback"
+    )
+    with _optuna_quiet():
+        storage = storages.RDBStorage(
+            url,
+            engine_kwargs=kwargs,
+            heartbeat_interval=sec.heartbeat_s,
+            grace_period=2 * sec.heartbeat_s,
+            **{hook: retry_cls(max_retry=sweep.max_retries)},  # type: ignore[arg-type]
+        )
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Each worker seeds its sampler with seed + its index: with one seed, N workers would propose
+    # the same first trials in lockstep (the same run N times).
+    sampler = make_sampler(sec, worker=worker)
+    study = optuna.create_study(
+        study_name=study_name(sweep),
+        storage=storage,
+        sampler=sampler,
+        pruner=make_pruner(sweep),
+        direction=sec.objective.direction,
+        load_if_exists=True,
+    )
+    if sec.sampler.type == "grid" and not study.get_trials(deepcopy=False):
+        for params in grid_points(sweep)[: sec.n_trials]:
+            study.enqueue_trial(params, skip_if_exists=True)
+    return study
+
+
+def grid_points(sweep: SweepSpec) -> list[dict[str, Any]]:
+    """Every combination of the grid, shuffled by the sampler's seed (as Optuna's grid sampler)."""
+    import itertools
+    import random
+
+    from harness.search.space import section
+
+    sec = section(sweep)
+    keys = list(sec.space)
+    combos = [
+        dict(zip(keys, values, strict=True))
+        for values in itertools.product(*(sec.space[k].grid() or [] for k in keys))
+    ]
+    random.Random(sec.sampler.seed).shuffle(combos)
+    return combos
+
+
+@contextmanager
+def _optuna_quiet() -> Iterator[None]:
+    """Heartbeats with ask-and-tell are what Optuna's docs describe for distributed workers, but it
+    flags them experimental and warns on every call; the warnings say nothing to a user here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _retried_numbers(trials: list[Any]) -> set[int]:
+    """Numbers of the trials some later trial re-runs (ours: ``retry_of``; Optuna's retry
+    callback: ``retry_history``)."""
+    out = set()
+    for t in trials:
+        origin = t.user_attrs.get(RETRY_ATTR)
+        if origin is not None:
+            out.add(int(origin))
+        out.update(int(n) for n in t.system_attrs.get("retry_history", ()))
+    return out
+
+
+def claimed(study: optuna.Study) -> tuple[int, int]:
+    """(trials that count towards n_trials, trials waiting to be asked)."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried_numbers(trials)
+    waiting = sum(t.state == TrialState.WAITING for t in trials)
+    counted = sum(not (t.state == TrialState.FAIL and t.number in retried) for t in trials)
+    return counted, waiting
+
+
+def target_trials(sweep: SweepSpec) -> int:
+    """``n_trials``, capped by the grid's size for a grid sampler."""
+    from harness.search.space import section
+
+    sec = section(sweep)
+    if sec.sampler.type == "grid":
+        return min(sec.n_trials, len(grid_points(sweep)))
+    return sec.n_trials
+
+
+class _Reporter:
+    """The job's tap: each point of the fit metric goes to the trial; a prune sets ``stop``."""
+
+    def __init__(self, trial: Any, metric: str, axis: str, scale: float, stop: threading.Event) -> None:
+        self.trial, self.metric, self.axis, self.scale, self.stop = trial, metric, axis, scale, stop
+        self.pruned_at: int | None = None
+
+    def report(self, step: int, value: float, compute: float) -> None:
+        if self.pruned_at is not None:
+            return
+        at = round(compute * self.scale)
+        with warnings.catch_warnings():  # a resumed run re-reports the steps after its checkpoint
+            warnings.simplefilter("ignore")
+            self.trial.report(float(value), at)
+        if self.trial.should_prune():
+            self.pruned_at = at
+            self.stop.set()
+
+    def __call__(self, step: int, metrics: Mapping[str, float], compute: Mapping[str, float]) -> None:
+        if self.metric not in metrics:
+            return
+        c = float(step) if self.axis == "step" else compute.get(self.axis)
+        if c is None:
+            return
+        self.report(step, float(metrics[self.metric]), float(c))
+
+
+def _stored_curve(store: Any, sweep: str, run_id: str, metric: str, axis: str) -> tuple[Any, Any, Any]:
+    from db import queries
+
+    frame = queries.curves(store, sweep, metric=metric, run_ids=[run_id])
+    frame = frame.sort_values("step")
+    col = "step" if axis == "step" else axis
+    return frame["step"].to_numpy(), frame[col].to_numpy(dtype=float), frame["value"].to_numpy(dtype=float)
+
+
+def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerReport:
+    """Run trials until ``n_trials`` are claimed or ``stop`` is set; see the module docstring."""
+    import db
+    from harness.recipe import load_sweep
+    from harness.search.space import check_space, section
+
+    stop = stop or threading.Event()
+    sweep = load_sweep(spec.sweep_file, list(spec.overrides))
+    sec = section(sweep)
+    check_space(sweep)
+    store = db.open_store(spec.db_url)  # our tables first, so an empty database becomes a store
+    store.ensure_sweep(sweep.sweep, sweep.model_dump(mode="json", by_alias=True))
+    study = open_study(sweep, spec.db_url, worker=spec.index)
+    report = WorkerReport()
+    from optuna.storages import fail_stale_trials
+
+    from harness.search.space import distributions
+
+    dists = distributions(sec)
+    wanted = target_trials(sweep)
+    while not stop.is_set():
+        with _optuna_quiet():
+            fail_stale_trials(study)
+        counted, waiting = claimed(study)
+        if counted >= wanted and not waiting:
+            break
+        with _optuna_quiet():
+            trial = study.ask(dists)
+        _run_trial(spec, sweep, store, study, trial, stop, report)
+    return report
+
+
+def _run_trial(
+    spec: WorkerSpec,
+    sweep: SweepSpec,
+    store: Any,
+    study: optuna.Study,
+    trial: optuna.Trial,
+    worker_stop: threading.Event,
+    report: WorkerReport,
+) -> None:
+    from optuna.trial import TrialState
+
+    from db import RunRecord
+    from harness.execution.job import execute
+    from harness.recipe.hashing import RUN_ID_HEX, config_hash
+    from harness.recipe.planner import variant_recipe
+    from harness.search.objective import NoObjective, objective
+    from harness.search.space import section, study_name, trial_variant
+
+    sec = section(sweep)
+    seed = sweep.seeds[0]
+    params = dict(trial.params)
+    variant = trial_variant(sweep, trial.number, params)
+    try:
+        recipe = variant_recipe(sweep, variant)
+    except ConfigError as exc:  # a combination the recipe rules refuse: this trial fails, not the worker
+        trial.set_user_attr("error", str(exc)[:500])
+        study.tell(trial, state=TrialState.FAIL)
+        report.failed += 1
+        return
+    digest = config_hash(recipe)
+    run_id = f"{digest[:RUN_ID_HEX]}-s{seed}"
+    store.register_runs([RunRecord(run_id, sweep.sweep, variant.name, seed, recipe.resolved(), digest)])
+    trial.set_user_attr("run_id", run_id)
+    trial.set_user_attr("variant", variant.name)
+    store.log_event(
+        run_id,
+        "trial",
+        {"study": study_name(sweep), "number": trial.number, "params": params, "worker": spec.index},
+    )
+    _wait_for_twin(study, trial.number, run_id, worker_stop)
+    trial_stop = threading.Event()
+    reporter = _Reporter(trial, sweep.fit.metric, sweep.fit.axis, sec.compute_scale, trial_stop)
+    before = store.get_run(run_id)
+    steps, x, y = _stored_curve(store, sweep.sweep, run_id, sweep.fit.metric, sweep.fit.axis)
+    for s, c, v in zip(steps, x, y, strict=True):
+        reporter.report(int(s), float(v), float(c))
+    if before is not None and before.status in ("completed", "pruned"):
+        report.reused += 1
+        if before.status == "pruned" or reporter.pruned_at is not None:
+            study.tell(trial, state=TrialState.PRUNED)
+            report.pruned += 1
+            return
+    run_spec = RunSpec(
+        sweep=sweep.sweep,
+        variant=variant.name,
+        knob=None,
+        alternative=None,
+        seed=seed,
+        run_id=run_id,
+        recipe=recipe.model_dump(mode="json"),
+        workdir=str(Path(spec.state_dir) / "runs" / run_id),
+        db_url=spec.db_url,
+        resources=spec.resources,
+        checkpoint_grace_s=spec.checkpoint_grace_s,
+    )
+    # The worker's own stop (preemption) reaches the run through the trial's event.
+    finished = threading.Event()
+    relay = threading.Thread(target=_relay, args=(worker_stop, trial_stop, finished), daemon=True)
+    relay.start()
+    beat = threading.Thread(target=_heartbeat, args=(study, trial, finished, sec.heartbeat_s), daemon=True)
+    beat.start()
+    attempts: list[int] = []
+    try:
+        if reporter.pruned_at is None:
+            outcome = execute(
+                run_spec, executor=spec.executor, stop=trial_stop, attempt_box=attempts, tap=reporter
+            )
+        else:
+            outcome = "stopped"
+    except (HarnessError, Exception) as exc:  # the run's error is in the store; the trial fails
+        log.warning("trial %d (run %s) failed: %s", trial.number, run_id, exc)
+        trial.set_user_attr("error", str(exc)[:500])
+        study.tell(trial, state=TrialState.FAIL)
+        report.failed += 1
+        return
+    finally:
+        finished.set()  # ends the relay and heartbeat threads
+    if reporter.pruned_at is not None:
+        attempt = attempts[-1] if attempts else (before.attempts if before is not None else 0)
+        store.finish_run(run_id, attempt, "pruned")
+        trial.set_user_attr("pruned_at", reporter.pruned_at)  # the store logs the `pruned` event
+        study.tell(trial, state=TrialState.PRUNED)
+        report.pruned += 1
+        return
+    if outcome in ("stopped", "superseded", "cancelled"):
+        # Preempted or stopped: the run kept its checkpoint; a copy of the trial resumes it.
+        study.tell(trial, state=TrialState.FAIL)
+        if outcome == "stopped":
+            study.enqueue_trial(params, user_attrs={RETRY_ATTR: trial.number})
+        report.failed += 1
+        return
+    if outcome == "skipped":
+        report.reused += 1
+    _, x, y = _stored_curve(store, sweep.sweep, run_id, sweep.fit.metric, sweep.fit.axis)
+    try:
+        obj = objective(sec.objective, sweep.fit, x, y)
+    except NoObjective as exc:
+        trial.set_user_attr("error", str(exc))
+        study.tell(trial, state=TrialState.FAIL)
+        report.failed += 1
+        return
+    for key, value in obj.detail.items():
+        trial.set_user_attr(f"objective_{key}", value)
+    study.tell(trial, obj.value)
+    report.complete += 1
+
+
+def _wait_for_twin(study: optuna.Study, number: int, run_id: str, stop: threading.Event) -> None:
+    """Two trials with the same parameters are one run: the later waits for the earlier to end,
+    then reads its stored result instead of superseding it mid-run."""
+    from optuna.trial import TrialState
+
+    while not stop.is_set():
+        twins = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.number < number and t.user_attrs.get("run_id") == run_id
+        ]
+        if not twins:
+            return
+        stop.wait(1.0)
+
+
+def _relay(source: threading.Event, target: threading.Event, finished: threading.Event) -> None:
+    while not finished.is_set():
+        if source.wait(0.5):
+            target.set()
+            return
+
+
+def _heartbeat(study: optuna.Study, trial: optuna.Trial, done: threading.Event, every_s: float) -> None:
+    storage = study._storage
+    record = getattr(storage, "record_heartbeat", None)
+    if record is None:
+        return
+    while not done.is_set():
+        try:
+            record(trial._trial_id)
+        except Exception:  # a missed beat only risks a retry of a live trial; keep training
+            log.exception("recording the heartbeat of trial %d", trial.number)
+        done.wait(every_s)
+
+
+class SearchWorker(Checkpointable):
+    """A checkpointable worker for Slurm (submitit requeues it on USR2); see the module docstring."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._result: WorkerReport | None = None
+        self._error: BaseException | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"spec": self.spec}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.spec = state["spec"]
+        self._init_runtime()
+
+    @property
+    def stop_event(self) -> threading.Event:
+        return self._stop
+
+    def _work(self) -> None:
+        try:
+            self._result = run_worker(self.spec, self._stop)
+        except BaseException as exc:
+            self._error = exc
+
+    def __call__(self) -> dict[str, int]:
+        if threading.current_thread() is threading.main_thread():
+            # Slurm's SIGTERM (scancel, preemption) stops at the next step with a checkpoint.
+            signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
+        self._thread = threading.Thread(
+            target=self._work, name=f"search-worker-{self.spec.index}", daemon=True
+        )
+        self._thread.start()
+        while self._thread.is_alive():
+            self._thread.join(0.2)  # a timeout, so submitit's USR2 handler gets to run
+        if self._error is not None:
+            err = self._error
+            if isinstance(err, HarnessError | KeyboardInterrupt | SystemExit):
+                raise err
+            raise ExecutionError(
+                f"search worker {self.spec.index} failed: {type(err).__name__}: {err}"
+            ) from err
+        return asdict(self._result or WorkerReport())
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission:
+        """Called by submitit on USR2: stop the trial's run at a checkpoint, then requeue."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.spec.checkpoint_grace_s)
+        return DelayedSubmission(SearchWorker(self.spec))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.search WORKER.json``: one local worker process."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m harness.search WORKER.json", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    spec = WorkerSpec.from_json(Path(args[0]).read_text())
+    worker = SearchWorker(spec)
+    for sig in (signal.SIGTERM, signal.SIGUSR2):
+        signal.signal(sig, lambda *_: worker.stop_event.set())
+    started = time.monotonic()
+    try:
+        result = worker()
+    except Exception as exc:
+        print(f"scalerl search worker {spec.index}: failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"scalerl search worker {spec.index}: {result} in {time.monotonic() - started:.0f} s")
+    return 0

@@ -1,0 +1,217 @@
+"""Stop when decided: the rule on verdicts, on synthetic sweeps, and the monitor's wiring."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import db
+from db import RunRecord, queries
+from harness.analysis.curve import sigmoid_curve
+from harness.analysis.decision import decided
+from harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
+from harness.execution.decide import DecideMonitor, plan_stops
+from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
+
+FAST = VerdictOptions(n_boot=100)
+NAN = math.nan
+
+
+def _verdict(kind: str, **kw: float) -> Verdict:
+    base: dict[str, Any] = dict(
+        knob="loss", variant="loo-x", alternative="x", verdict=kind, a_base=0.7, a_variant=0.7,
+        d_a=0.0, d_a_lo=-0.01, d_a_hi=0.01, b_base=1.5, b_variant=1.5, d_b=0.0, d_b_lo=-0.05,
+        d_b_hi=0.05, margin=0.02, reason="", d_log_c_mid=0.0, d_log_c_mid_lo=-0.05, d_log_c_mid_hi=0.05,
+    )  # fmt: skip
+    return Verdict(**(base | kw))
+
+
+def test_the_rule_asks_every_interval_of_the_verdict_to_clear_its_threshold() -> None:
+    # A mover is decided when dA's interval lies wholly beyond the margin (0.02), not merely
+    # beyond zero: [+0.001, +0.2] could still end inside the margin with more compute.
+    assert decided(_verdict("asymptote-mover", d_a=0.1, d_a_lo=0.03, d_a_hi=0.17))[0]
+    assert not decided(_verdict("asymptote-mover", d_a=0.1, d_a_lo=0.001, d_a_hi=0.2))[0]
+    assert decided(_verdict("asymptote-mover", d_a=-0.1, d_a_lo=-0.15, d_a_hi=-0.05))[0]
+    # A late-level mover has only a lower bound on dA.
+    assert decided(_verdict("asymptote-mover", d_a=0.16, d_a_lo=0.14, d_a_hi=NAN))[0]
+    # No effect = equivalence: every interval inside its threshold (dB: 10% of B_base = 0.15).
+    assert decided(_verdict("no-effect"))[0]
+    assert not decided(_verdict("no-effect", d_a_lo=-0.03))[0]  # could still be a mover
+    assert not decided(_verdict("no-effect", d_b_hi=0.2))[0]  # could still be a shaper
+    assert not decided(_verdict("no-effect", d_log_c_mid_lo=-0.1))[0]  # log(1.1) = 0.0953
+    # A shaper: A inside the margin, and dB (or dlogC_mid) wholly beyond its floor.
+    assert decided(_verdict("efficiency-shaper", d_b=1.0, d_b_lo=0.6, d_b_hi=1.4))[0]
+    assert decided(_verdict("efficiency-shaper", d_log_c_mid_lo=-1.2, d_log_c_mid_hi=-0.5))[0]
+    assert not decided(_verdict("efficiency-shaper", d_b=1.0, d_b_lo=0.1, d_b_hi=1.9))[0]
+    assert not decided(_verdict("efficiency-shaper", d_a_hi=0.04, d_b_lo=0.6, d_b_hi=1.4))[0]
+    for kind in ("undecided", "unfit", "unstable"):
+        ok, why = decided(_verdict(kind))
+        assert not ok and why == f"verdict {kind}"
+
+
+def _late(name: str) -> VariantCurves:
+    """Three seeds still far below their ceiling (A 0.95, C_mid 20,000): ``undecided``."""
+    rng = np.random.default_rng(7)
+    y = [
+        sigmoid_curve(COMPUTE, 0.2, 0.95, 1.5, 20_000.0) + rng.normal(0, 0.005, COMPUTE.size)
+        for _ in range(3)
+    ]
+    return VariantCurves(
+        name, tuple((COMPUTE, v) for v in y), knob="pipeline", alternative=name,
+        run_ids=tuple(f"{name}-s{s}" for s in range(3)),
+    )  # fmt: skip
+
+
+def _runs(*groups: VariantCurves, status: str = "running", points: int = 50) -> list[dict[str, Any]]:
+    return [
+        {"run_id": rid, "variant": g.variant, "knob": g.knob, "status": status, "n_points": points}
+        for g in groups
+        for rid in g.run_ids
+    ]
+
+
+def test_a_decided_variant_is_stopped_an_undecided_one_and_the_baseline_keep_running() -> None:
+    sweep = synthetic_sweep(noise=0.005)
+    base, mover, late = sweep["baseline"], sweep["loo-dapo"], _late("loo-late")
+    verdicts = classify(base, [mover, late], verdict_options=FAST).verdicts
+    assert [v.verdict for v in verdicts] == ["asymptote-mover", "undecided"]
+    stops, why = plan_stops(_runs(base, mover, late), verdicts)
+    # loo-dapo's ceiling drops by 0.08, its dA interval wholly below -margin: its 3 runs stop.
+    assert sorted(s.run_id for s in stops) == ["loo-dapo-s0", "loo-dapo-s1", "loo-dapo-s2"]
+    assert (
+        why["loo-dapo"].startswith("decided: dA [-0.") and why["loo-late"] == "undecided: verdict undecided"
+    )
+    event = stops[0].detail
+    assert event["verdict"] == "asymptote-mover" and event["d_a_hi"] < -event["margin"] < 0
+    assert event["confidence"] == 0.95 and event["points"] == 9 * 50
+    # Once the undecided variant is gone, every variant is decided: the baseline stops too.
+    stops, _ = plan_stops(_runs(base, mover), verdicts[:1])
+    assert sorted(s.run_id for s in stops) == [
+        "baseline-s0", "baseline-s1", "baseline-s2", "loo-dapo-s0", "loo-dapo-s1", "loo-dapo-s2",
+    ]  # fmt: skip
+    assert {s.detail["verdict"] for s in stops if s.variant == "baseline"} == {"baseline"}
+
+
+def test_a_variant_is_judged_only_when_every_seed_has_points() -> None:
+    sweep = synthetic_sweep(noise=0.005)
+    base, mover = sweep["baseline"], sweep["loo-dapo"]
+    verdicts = classify(base, [mover], verdict_options=FAST).verdicts
+    runs = _runs(base, mover)
+    runs[-1] = runs[-1] | {"n_points": 0, "status": "submitted"}  # loo-dapo seed 2 not started
+    stops, why = plan_stops(runs, verdicts)
+    assert stops == [] and why == {"loo-dapo": "not every seed has points yet"}
+    # Finished runs are never "stopped"; a variant with no verdict yet keeps the baseline running.
+    done = _runs(base, mover, status="completed")
+    assert plan_stops(done, verdicts)[0] == []
+    stops, why = plan_stops(_runs(base, mover, _late("loo-new")), verdicts)
+    assert {s.variant for s in stops} == {"loo-dapo"} and why["loo-new"] == "no verdict yet"
+
+
+def _store_with_points(tmp_path: Path, n_points: int) -> Any:
+    store = db.open_store(f"sqlite:///{tmp_path / 's.db'}")
+    store.ensure_sweep("sd", {})
+    records = [
+        RunRecord(
+            run_id=rid, sweep="sd", variant=v, knob=k, alternative=None, seed=0, config={}, config_hash=rid
+        )
+        for rid, v, k in (("b0", "baseline", None), ("m0", "loo-dapo", "loss"))
+    ]
+    store.register_runs(records)
+    for r in records:
+        attempt = store.start_attempt(r.run_id, executor="debug", job_id="1")
+        w = store.writer(r.run_id, attempt)
+        for step in range(n_points):
+            w.add(step, {"val/pass_rate": 0.5}, {"flops": float(step + 1)})
+        w.close()
+    return store
+
+
+def test_the_monitor_fits_only_when_points_arrive_and_stops_what_is_decided(tmp_path: Path) -> None:
+    store = _store_with_points(tmp_path, 3)
+    fits: list[int] = []
+    stopped: list[tuple[list[str], str, dict[str, Any]]] = []
+    mover = _verdict("asymptote-mover", d_a=-0.1, d_a_lo=-0.15, d_a_hi=-0.05)
+    mover = replace(mover, variant="loo-dapo")
+
+    def fit(store: Any, sweep: str) -> list[Verdict]:
+        fits.append(1)
+        return [mover]
+
+    def stop(store: Any, sweep: str, run_ids: list[str], *, status: str, details: Any) -> dict[str, str]:
+        stopped.append((run_ids, status, details))
+        for rid in run_ids:
+            store.finish_run(rid, 1, status)
+        return {rid: status for rid in run_ids}
+
+    said: list[str] = []
+    mon = DecideMonitor(store, "sd", min_interval_s=0.0, fit=fit, stop=stop, say=said.append)
+    out = mon()
+    # Both runs stop: loo-dapo is decided, so the baseline (the only other variant) is not needed.
+    assert sorted(s.run_id for s in out) == ["b0", "m0"] and len(fits) == 1
+    assert stopped[0][1] == "stopped-decided" and stopped[0][2]["m0"]["verdict"] == "asymptote-mover"
+    assert said == [
+        "stopped-decided: loo-dapo run m0 (asymptote-mover: dA [-0.150, -0.050] vs margin 0.020)",
+        "stopped-decided: baseline run b0 (baseline: every other variant is decided)",
+    ]
+    status = dict(zip(queries.runs(store, "sd")["run_id"], queries.runs(store, "sd")["status"], strict=True))
+    assert status == {"b0": "stopped-decided", "m0": "stopped-decided"}
+    # Nothing running and no new points: no more fits.
+    assert mon() == [] and len(fits) == 1
+
+
+def test_the_monitor_is_throttled(tmp_path: Path) -> None:
+    store = _store_with_points(tmp_path, 3)
+    fits: list[int] = []
+
+    def fit(store: Any, sweep: str) -> list[Verdict]:
+        fits.append(1)
+        return []  # nothing decided
+
+    mon = DecideMonitor(store, "sd", min_interval_s=3600.0, fit=fit)
+    assert mon() == [] and mon() == [] and len(fits) == 1  # same points: no second fit
+    w = store.writer("b0", 1)
+    w.add(10, {"val/pass_rate": 0.5}, {"flops": 11.0})
+    w.close()
+    assert mon() == [] and len(fits) == 1  # new points, but within min_interval_s
+
+
+def test_fit_says_what_would_decide_each_undecided_knob() -> None:
+    from harness.analysis.decision import what_decides
+    from harness.analysis.verdicts import SweepAnalysis
+
+    # A mover whose dA interval [+0.001, +0.099] straddles the margin 0.02: se = 0.098 / 3.92 =
+    # 0.025, distance 0.05 - 0.02 = 0.03, so 2.80 x se' <= 0.03 needs se' <= 0.0107, i.e.
+    # 3 x (0.025 / 0.0107)^2 = 16.4 -> 17 seeds (80% power, 95% intervals).
+    weak = _verdict("asymptote-mover", d_a=0.05, d_a_lo=0.001, d_a_hi=0.099)
+    analysis = SweepAnalysis({}, {}, NAN, 0.02, [weak], seeds=3)
+    (step,) = what_decides(analysis, "baseline", {})
+    assert step.seeds == 17 and math.isnan(step.compute) and "(dA straddle)" in step.note
+    # Undecided (a ceiling far above what the curves reached): compute, read off the pooled fit.
+    sweep = synthetic_sweep(noise=0.005)
+    late = _late("loo-late")
+    analysis = classify(sweep["baseline"], [late, sweep["loo-dapo"]], verdict_options=FAST)
+    reached = {"baseline": float(COMPUTE[-1]), "loo-late": float(COMPUTE[-1])}
+    (step,) = what_decides(analysis, "baseline", reached)  # loo-dapo is decided: not listed
+    assert step.variant == "loo-late" and step.seeds is None
+    # Its fit (A ~0.95, C_mid ~20,000, B 1.5) is within 0.05 of A at ~20,000 x 18^(1/1.5) = 137,000.
+    assert 2.0 < step.factor < 6.0 and step.compute == pytest.approx(step.factor * COMPUTE[-1])
+
+
+def test_the_sweep_file_validates_stop_when_and_confidence() -> None:
+    from harness.errors import ConfigError
+    from harness.recipe import load_sweep
+    from tests.unit.execution.helpers import REPO
+
+    loo = REPO / "recipes" / "tiny-loo.yaml"
+    fit = load_sweep(loo, ["fit.stop_when=decided", "fit.confidence=0.99"]).fit
+    assert (fit.stop_when, fit.confidence) == ("decided", 0.99)
+    assert load_sweep(loo).fit.stop_when == "never"
+    with pytest.raises(ConfigError, match=r"fit.stop_when='always'.*fix: use one of: never, decided"):
+        load_sweep(loo, ["fit.stop_when=always"])
+    with pytest.raises(ConfigError, match=r"fit.confidence=1.5.*must be < 1.0"):
+        load_sweep(loo, ["fit.confidence=1.5"])

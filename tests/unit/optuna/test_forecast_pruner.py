@@ -1,0 +1,168 @@
+"""ForecastPruner in plain Optuna studies: synthetic sigmoids, warm-up, directions, quantile mode,
+an RDB storage, and replayed real curves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from harness.analysis.curve import sigmoid_curve
+from harness.errors import ConfigError
+from harness.importers import read_curves
+from harness.optuna import ForecastPruner
+
+REAL = Path("/work/shared/data/real-rl-curves")
+STEPS = np.arange(5, 205, 5)  # 40 reports, compute 5..200
+TARGET = 200.0
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _curve(a: float, c_mid: float = 40.0, seed: int = 0, sd: float = 0.005) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return sigmoid_curve(STEPS, 0.1, a, 2.0, c_mid) + rng.normal(0.0, sd, STEPS.size)
+
+
+def _replay(study: optuna.Study, curves: Sequence[np.ndarray], steps: np.ndarray = STEPS) -> list[int]:
+    """Run one trial per curve, in order; returns the step each was pruned at (-1: completed)."""
+    out: list[int] = []
+    for y in curves:
+        trial = study.ask()
+        stop = -1
+        for s, v in zip(steps, y, strict=True):
+            trial.report(float(v), int(s))
+            if trial.should_prune():
+                stop = int(s)
+                break
+        if stop >= 0:
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            study.tell(trial, float(np.mean(y[-3:])))
+        out.append(stop)
+    return out
+
+
+def test_worse_trial_pruned_best_kept() -> None:
+    study = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET))
+    stops = _replay(
+        study, [_curve(0.8, seed=1), _curve(0.4, seed=2), _curve(0.81, seed=3), _curve(0.6, seed=4)]
+    )
+    # The 0.4 and 0.6 ceilings are pruned well before the target; both 0.8x curves complete.
+    assert stops[0] == -1 and stops[2] == -1
+    assert 0 < stops[1] <= 80 and 0 < stops[3] <= 100
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.PRUNED] * 2
+
+
+def test_warm_up_points_and_inflection() -> None:
+    pruner = ForecastPruner(TARGET, min_points=12)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    _replay(study, [_curve(0.8, seed=1)])
+    bad = _curve(0.3, seed=2)
+    trial = study.ask()
+    verdicts = []
+    for s, v in zip(STEPS, bad, strict=True):
+        trial.report(float(v), int(s))
+        verdicts.append(trial.should_prune())
+    assert not any(verdicts[:11])  # fewer than min_points
+    assert verdicts.index(True) >= 11
+    # A slow riser still before its inflection (C_mid 400 >> last compute 100): its forecast
+    # alone would prune it, the inflection rule keeps it running.
+    slow = sigmoid_curve(STEPS[:20], 0.1, 0.9, 2.0, 400.0)
+    kept = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET))
+    loose = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET, require_inflection=False))
+    for st in (kept, loose):
+        _replay(st, [_curve(0.8, seed=1)])
+    assert _replay(kept, [slow], STEPS[:20]) == [-1]
+    assert _replay(loose, [slow], STEPS[:20])[0] > 0
+    assert not ForecastPruner(TARGET).forecast(kept, kept.trials[-1]).past_inflection
+
+
+def test_minimize_mirrors() -> None:
+    study = optuna.create_study(direction="minimize", pruner=ForecastPruner(TARGET))
+    losses = [1.0 - _curve(0.8, seed=1), 1.0 - _curve(0.4, seed=2), 1.0 - _curve(0.82, seed=3)]
+    stops = _replay(study, losses)
+    assert stops[0] == -1 and stops[2] == -1 and 0 < stops[1] <= 80
+    # The same curves maximised: the good ones are now the worst and get pruned instead.
+    flipped = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET))
+    assert _replay(flipped, [losses[1], losses[0], losses[2]])[1:] != [-1, -1]
+
+
+def test_quantile_mode() -> None:
+    done = [_curve(a, seed=i) for i, a in enumerate((0.8, 0.6, 0.5))]
+    for q, expect_pruned in ((0.5, False), (0.9, True)):
+        pruner = ForecastPruner(TARGET, quantile=q, min_completed=3)
+        study = optuna.create_study(direction="maximize", pruner=pruner)
+        stops = _replay(study, [*done, _curve(0.7, seed=9)])
+        assert stops[:3] == [-1, -1, -1]
+        # Completed forecasts at the target are ~0.8, 0.6, 0.5: the median (0.6) cannot prune a
+        # 0.7 ceiling; the 0.9-quantile (~0.76) can.
+        assert (stops[3] > 0) is expect_pruned
+    study = optuna.create_study(
+        direction="maximize", pruner=ForecastPruner(TARGET, quantile=0.5, min_completed=3)
+    )
+    assert _replay(study, [*done, _curve(0.45, seed=9)])[3] > 0
+
+
+def test_needs_a_completed_trial_and_single_objective() -> None:
+    study = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET, min_completed=2))
+    assert _replay(study, [_curve(0.8, seed=1), _curve(0.3, seed=2)]) == [-1, -1]
+    assert _replay(study, [_curve(0.3, seed=3)])[0] > 0
+    multi = optuna.create_study(directions=["maximize", "maximize"])
+    multi.tell(multi.ask(), [0.1, 0.2])
+    with pytest.raises(ConfigError, match="single-objective"):
+        ForecastPruner(TARGET).prune(multi, multi.trials[0])
+    with pytest.raises(ConfigError, match="target"):
+        ForecastPruner(0.0)
+    with pytest.raises(ConfigError, match="level"):
+        ForecastPruner(TARGET, level=0.99)
+
+
+def test_rdb_storage(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    storage = optuna.storages.RDBStorage(url)
+    study = optuna.create_study(
+        study_name="s", storage=storage, direction="maximize", pruner=ForecastPruner(TARGET)
+    )
+    stops = _replay(study, [_curve(0.8, seed=1), _curve(0.4, seed=2)])
+    assert stops[0] == -1 and 0 < stops[1] <= 80
+    # A second process (fresh pruner, empty cache) reading the same database decides the same.
+    again = optuna.load_study(
+        study_name="s", storage=optuna.storages.RDBStorage(url), pruner=ForecastPruner(TARGET)
+    )
+    assert _replay(again, [_curve(0.4, seed=2)]) == [stops[1]]
+
+
+def _real_pool() -> list[tuple[np.ndarray, np.ndarray]]:
+    """The SPEED-RL MATH500 curves (1.5B and 7B) that reach 700 steps, cut there (29 points)."""
+    out = []
+    for f in sorted((REAL / "speedrl-dapo-json").glob("*/processed_metrics.json")):
+        c = read_curves(f, metric="val-core/MATH500*/acc/mean@*")[0]
+        if c.steps[-1] >= 700:
+            keep = c.steps <= 700
+            out.append((c.steps[keep].astype(np.int64), c.values[keep].astype(np.float64)))
+    return out
+
+
+def test_real_curves_best_never_pruned() -> None:
+    pool = _real_pool()
+    assert len(pool) == 17
+    finals = [float(np.mean(y[-3:])) for _, y in pool]
+    best = int(np.argmax(finals))
+    pruned = 0
+    for seed in range(3):
+        order = list(np.random.default_rng(seed).permutation(len(pool)))
+        order.remove(best)
+        order.insert(seed * 7, best)  # the best first, in the middle, late
+        study = optuna.create_study(direction="maximize", pruner=ForecastPruner(700.0))
+        for i in order:
+            x, y = pool[i]
+            stops = _replay(study, [y], x)
+            if i == best:
+                assert stops == [-1], f"seed {seed}: the best curve was pruned at step {stops[0]}"
+            pruned += stops[0] > 0
+    assert pruned >= 10  # it does prune: 14 of the 48 other trials when written

@@ -24,10 +24,25 @@ seeds 0-4 and ``n_trials`` = the pool size, identical for every pruner:
 
 Pruners: none (``NopPruner``), ``MedianPruner()`` (defaults: 5 startup trials, no warm-up),
 ``MedianPruner`` with the forecast pruner's warm-up (1 startup trial, ``n_warmup_steps`` = the step
-of the pool's 8th point), ``HyperbandPruner(max_resource=T)`` (else defaults), and
-``ForecastPruner(target=T)`` at its defaults (level 0.9, 8 points, past inflection, 1 completed
-trial) with ``interval_steps`` = max(1, points per curve // 50) so a 500-point curve is
-re-forecast every 10 reports (the only per-pool setting; none of its constants were tuned here).
+of the pool's 5th point), ``HyperbandPruner(max_resource=T)`` (else defaults; every study has a
+fixed name, since Hyperband assigns trials to brackets by hashing it), and
+``ForecastPruner(target=T)`` at its defaults (upper edge < the best reference's lower edge,
+level 0.9, 8 points, 2x past the inflection, 1 completed trial) and at its faster preset
+(level 0.8, 5 points: the --loso grid's pick), both with ``interval_steps`` = max(1, points per
+curve // 50) so a 500-point curve is re-forecast every 10 reports (the only per-pool setting).
+
+``--loso`` chooses the forecast pruner's settings leave-one-source-out: a grid of 72 settings
+(``edge`` / ``reference`` rule: hi<lo, hi<value, value<lo; level 0.5, 0.7, 0.8, 0.9;
+``inflection_margin`` 1, 1.5, 2; ``min_points`` 5, 8), random order, ``--select-seeds`` seeds
+(3). For each source, the setting chosen on the other three (criterion, :func:`choose`: the least
+compute with the same best as no pruning in >= 90% of the training runs; ties by regret; if none
+qualifies, the highest same-best share) is scored on it with ``--seeds`` seeds and both samplers,
+next to Median, Hyperband and the defaults; then the choice on all four sources (the faster
+preset; the defaults stay conservative, see bench/README.md "Search"). Two variants: any setting
+("LOSO"), and only the settings that pass the unit tests' synthetic guard (:func:`passes_guard`,
+"LOSO + guard"; the preset comes from this one).
+Forecasts are memoised by curve prefix across settings and seeds (:class:`_Memo`; the pruner's
+rule runs unchanged), so the whole grid takes about a minute on 2 cores with ``--jobs 2``.
 
 Per run (pool x sampler x seed x pruner): compute = sum over trials of the last step each
 reported (training to step s costs s; a cache hit costs 0); found = the true final value of the
@@ -37,13 +52,14 @@ of the no-pruning run's compute for the same pool, sampler and seed (nothing com
 pool's worst final value). Tables average over runs; compute is also given as the ratio to no
 pruning (mean over runs of the per-run ratio).
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/search.py [--seeds 5]``; prints markdown
-(bench/README.md, section "Search").
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/search.py [--seeds 5]``, or ``... --loso --jobs 2``;
+prints markdown (bench/README.md, section "Search").
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import re
@@ -51,7 +67,9 @@ import sys
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,11 +80,21 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forecast import SHORT, SOURCES, RealCurve, load_real
 
+import harness.optuna.pruner as pruner_module
+from harness.analysis.curve import SigmoidFit, sigmoid_curve
+from harness.analysis.fitters import fit_sigmoid_many
+from harness.analysis.forecaster import (
+    DEFAULT_CALIBRATION,
+    CurveForecast,
+    PointForecast,
+    point_forecast_many,
+    with_interval,
+)
 from harness.optuna import ForecastPruner
 
 FINAL_POINTS = 3
 BUDGET_SHARES = (0.25, 0.5)
-MIN_POINTS = 8  # ForecastPruner's default warm-up, mirrored by the matched MedianPruner
+MIN_POINTS = 5  # ForecastPruner's default warm-up, mirrored by the matched MedianPruner
 
 
 @dataclass(frozen=True)
@@ -140,7 +168,12 @@ PRUNERS: dict[str, PrunerFactory] = {
         n_startup_trials=1, n_warmup_steps=_warmup_step(p)
     ),
     "Hyperband": lambda p: optuna.pruners.HyperbandPruner(max_resource=p.target),
-    "Forecast": lambda p: ForecastPruner(float(p.target), interval_steps=max(1, p.points // 50)),
+    "Forecast (defaults: 0.9, 8 pt)": lambda p: ForecastPruner(
+        float(p.target), interval_steps=max(1, p.points // 50)
+    ),
+    "Forecast (faster preset: 0.8, 5 pt)": lambda p: ForecastPruner(
+        float(p.target), interval_steps=max(1, p.points // 50), level=0.8, min_points=5
+    ),
 }
 SAMPLERS: dict[str, Callable[[int], optuna.samplers.BaseSampler]] = {
     "random order": lambda s: optuna.samplers.BruteForceSampler(seed=s),
@@ -168,7 +201,7 @@ class Run:
         return self.best - (max(done) if done else self.worst)
 
 
-def run_study(pool: Pool, sampler: str, seed: int, pruner: str) -> Run:
+def run_study(pool: Pool, sampler: str, seed: int, pruner: str, factory: PrunerFactory | None = None) -> Run:
     ids = [str(i) for i in range(len(pool.curves))]
     seen: dict[str, float | None] = {}  # curve id -> final value, None if it was pruned
     cum = 0.0
@@ -195,8 +228,11 @@ def run_study(pool: Pool, sampler: str, seed: int, pruner: str) -> Run:
         trajectory.append((cum, c.final))
         return c.final
 
-    study = optuna.create_study(
-        direction="maximize", sampler=SAMPLERS[sampler](seed), pruner=PRUNERS[pruner](pool)
+    study = optuna.create_study(  # a fixed name: HyperbandPruner assigns brackets by its hash
+        study_name=f"{pool.name}/{sampler}/{seed}/{pruner}",
+        direction="maximize",
+        sampler=SAMPLERS[sampler](seed),
+        pruner=(factory or PRUNERS[pruner])(pool),
     )
     t0 = time.perf_counter()
     study.optimize(objective, n_trials=len(pool.curves))
@@ -261,13 +297,308 @@ def by_source(runs: Sequence[Run], sampler: str) -> str:
     return "\n".join(lines)
 
 
+# --- Leave-one-source-out choice of the forecast pruner's settings (--loso) -------------------
+
+SAME_BEST = 0.9  # selection: keep the same best as no pruning in >= 90% of the training runs
+GRID_RULES = (("hi", "lo"), ("hi", "value"), ("value", "lo"))  # (trial's edge, reference's edge)
+GRID_LEVELS = (0.5, 0.7, 0.8, 0.9)
+GRID_MARGINS = (1.0, 1.5, 2.0)
+GRID_POINTS = (5, 8)
+BASELINES = ("none", "Median (defaults)", "Hyperband")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One forecast-pruner configuration of the --loso grid."""
+
+    edge: str
+    reference: str
+    level: float
+    margin: float
+    min_points: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.edge}<{self.reference} {self.level:g} x{self.margin:g} {self.min_points}pt"
+
+    def factory(self) -> PrunerFactory:
+        def make(p: Pool) -> optuna.pruners.BasePruner:
+            return ForecastPruner(
+                float(p.target),
+                interval_steps=max(1, p.points // 50),
+                level=self.level,
+                inflection_margin=self.margin,
+                min_points=self.min_points,
+                edge="value" if self.edge == "value" else "hi",
+                reference="value" if self.reference == "value" else "lo",
+            )
+
+        return make
+
+
+GRID = tuple(
+    Setting(e, r, lv, m, n)
+    for (e, r), lv, m, n in itertools.product(GRID_RULES, GRID_LEVELS, GRID_MARGINS, GRID_POINTS)
+)
+OLD_DEFAULTS = Setting("hi", "lo", 0.9, 2.0, 8)  # ForecastPruner's defaults (kept after --loso)
+
+
+GUARD_STEPS = np.arange(5, 205, 5)  # tests/unit/optuna/test_forecast_pruner.py's synthetic case
+GUARD_SEEDS = ((1, 3), (5, 6), (7, 8), (9, 10))
+
+
+def passes_guard(setting: Setting) -> bool:
+    """The unit tests' synthetic guard: sigmoids (R0 0.1, B 2, C_mid 40, noise sd 0.005, reports
+    every 5 steps to T = 200) with ceilings 0.8, 0.4, 0.81, 0.6, in that order: the 0.81 trial
+    must complete (not be pruned against the 0.80 one) for each of 4 noise-seed pairs. A setting
+    that decides at the inflection fails it: a fit ending at C_mid puts C_mid inside the data and
+    underestimates the ceiling with a narrow interval."""
+
+    def curve(a: float, seed: int) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        return sigmoid_curve(GUARD_STEPS, 0.1, a, 2.0, 40.0) + rng.normal(0.0, 0.005, GUARD_STEPS.size)
+
+    pool = Pool("guard", "synthetic", 200, (Curve("guard", GUARD_STEPS, GUARD_STEPS * 0.0),))
+    for s1, s3 in GUARD_SEEDS:
+        study = optuna.create_study(direction="maximize", pruner=setting.factory()(pool))
+        for a, seed in ((0.8, s1), (0.4, 2), (0.81, s3), (0.6, 4)):
+            y = curve(a, seed)
+            trial = study.ask()
+            for step, value in zip(GUARD_STEPS, y, strict=True):
+                trial.report(float(value), int(step))
+                if trial.should_prune():
+                    if a == 0.81:
+                        return False
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    break
+            else:
+                study.tell(trial, float(np.mean(y[-FINAL_POINTS:])))
+    return True
+
+
+class _Memo:
+    """Forecasts and sigmoid fits memoised by curve prefix, shared by every pruner instance in
+    this process: the pruner's rule runs unchanged, but a prefix is forecast once (its point
+    forecast does not depend on ``level``; the interval is attached per level), not once per
+    grid setting and seed. Both functions fit each curve on its own, so batching changes nothing."""
+
+    def __init__(self) -> None:
+        self.points: dict[tuple[bytes, bytes, bytes], PointForecast] = {}
+        self.fits: dict[tuple[bytes, bytes, float], SigmoidFit] = {}
+
+    @staticmethod
+    def _key(x: object, y: object) -> tuple[bytes, bytes]:
+        return np.asarray(x, dtype=np.float64).tobytes(), np.asarray(y, dtype=np.float64).tobytes()
+
+    def forecast_curves(
+        self, curves: Sequence[tuple[np.ndarray, np.ndarray]], at: Sequence[np.ndarray], *, level: float
+    ) -> list[CurveForecast]:
+        keys = [
+            (*self._key(x, y), np.asarray(a, dtype=np.float64).tobytes())
+            for (x, y), a in zip(curves, at, strict=True)
+        ]
+        todo = [i for i, k in enumerate(keys) if k not in self.points]
+        if todo:
+            made = point_forecast_many([curves[i] for i in todo], [at[i] for i in todo])
+            for i, pf in zip(todo, made, strict=True):
+                self.points[keys[i]] = pf
+        return [with_interval(self.points[k], level, DEFAULT_CALIBRATION) for k in keys]
+
+    def fit_sigmoid_many(
+        self, curves: Sequence[tuple[np.ndarray, np.ndarray]], *, r0: Sequence[float]
+    ) -> list[SigmoidFit]:
+        keys = [(*self._key(x, y), float(r)) for (x, y), r in zip(curves, r0, strict=True)]
+        todo = [i for i, k in enumerate(keys) if k not in self.fits]
+        if todo:
+            made = fit_sigmoid_many([curves[i] for i in todo], r0=[r0[i] for i in todo])
+            for i, fit in zip(todo, made, strict=True):
+                self.fits[keys[i]] = fit
+        return [self.fits[k] for k in keys]
+
+
+@contextmanager
+def memoised() -> Iterator[_Memo]:
+    memo = _Memo()
+    saved = pruner_module.forecast_curves, pruner_module.fit_sigmoid_many
+    pruner_module.forecast_curves = memo.forecast_curves  # type: ignore[assignment]
+    pruner_module.fit_sigmoid_many = memo.fit_sigmoid_many  # type: ignore[assignment]
+    try:
+        yield memo
+    finally:
+        pruner_module.forecast_curves, pruner_module.fit_sigmoid_many = saved
+
+
+Task = tuple[str, int, str, Setting | None]  # sampler, seed, pruner name, grid setting
+
+
+def _pool_runs(job: tuple[Pool, Sequence[Task]]) -> list[Run]:
+    """Every study of one pool (one process, one memo): the unit of work of --jobs."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    pool, tasks = job
+    with memoised():
+        return [
+            run_study(pool, sampler, seed, name, None if s is None else s.factory())
+            for sampler, seed, name, s in tasks
+        ]
+
+
+def _run_all(jobs: Sequence[tuple[Pool, Sequence[Task]]], n_jobs: int) -> list[Run]:
+    if n_jobs <= 1:
+        return [r for job in jobs for r in _pool_runs(job)]
+    with ProcessPoolExecutor(n_jobs) as ex:
+        return [r for rs in ex.map(_pool_runs, jobs) for r in rs]
+
+
+@dataclass(frozen=True)
+class Score:
+    runs: int
+    ratio: float  # mean over runs of compute / no pruning's
+    same: float  # share of runs that found the same best as no pruning
+    regret: float
+    at: tuple[float, ...]  # regret at BUDGET_SHARES of no pruning's compute
+
+
+def score(runs: Sequence[Run], base: dict[tuple[str, str, int], Run]) -> Score:
+    b = [base[(r.pool, r.sampler, r.seed)] for r in runs]
+    return Score(
+        len(runs),
+        float(np.mean([r.compute / x.compute for r, x in zip(runs, b, strict=True)])),
+        float(np.mean([abs(r.found - x.found) < 1e-12 for r, x in zip(runs, b, strict=True)])),
+        float(np.mean([r.regret for r in runs])),
+        tuple(
+            float(np.mean([r.regret_at(f * x.compute) for r, x in zip(runs, b, strict=True)]))
+            for f in BUDGET_SHARES
+        ),
+    )
+
+
+def choose(scores: dict[Setting, Score]) -> Setting:
+    """The selection criterion, fixed before any held-out score was seen: the least compute
+    among settings that keep the same best as no pruning in >= SAME_BEST of the training runs
+    (ties: lower regret); if none does, the highest same-best share (then the least compute)."""
+    ok = [s for s, v in scores.items() if v.same >= SAME_BEST - 1e-12]
+    if ok:
+        return min(ok, key=lambda s: (scores[s].ratio, scores[s].regret))
+    return max(scores, key=lambda s: (scores[s].same, -scores[s].ratio))
+
+
+def loso(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> None:
+    """Choose the grid setting on three sources (random order, ``select_seeds`` seeds), score it
+    on the fourth (both samplers, ``seeds`` seeds) next to Median and Hyperband; then the choice
+    on all four sources (the pruner's defaults)."""
+    t0 = time.perf_counter()
+    sel_tasks: list[Task] = [("random order", sd, "none", None) for sd in range(select_seeds)]
+    sel_tasks += [("random order", sd, s.label, s) for s in GRID for sd in range(select_seeds)]
+    sel = _run_all([(p, sel_tasks) for p in pools], n_jobs)
+    t_sel = time.perf_counter() - t0
+    base = {(r.pool, r.sampler, r.seed): r for r in sel if r.pruner == "none"}
+    by_label = {s.label: s for s in GRID}
+    grid_runs: dict[Setting, list[Run]] = defaultdict(list)
+    for r in sel:
+        if r.pruner != "none":
+            grid_runs[by_label[r.pruner]].append(r)
+
+    def scores_without(source: str | None) -> dict[Setting, Score]:
+        return {s: score([r for r in rs if r.source != source], base) for s, rs in grid_runs.items()}
+
+    with memoised():
+        guarded = {s for s in GRID if passes_guard(s)}
+    variants = {"LOSO": set(GRID), "LOSO + guard": guarded}
+    chosen = {
+        (v, src): choose({s: sc for s, sc in scores_without(src).items() if s in allowed})
+        for v, allowed in variants.items()
+        for src in (*SOURCES, None)
+    }
+    # Held-out: each source with the setting chosen without it, plus the baselines.
+    t1 = time.perf_counter()
+    jobs = []
+    for p in pools:
+        tasks: list[Task] = [(sm, sd, b, None) for sm in SAMPLERS for sd in range(seeds) for b in BASELINES]
+        tasks += [(sm, sd, "Forecast (defaults)", OLD_DEFAULTS) for sm in SAMPLERS for sd in range(seeds)]
+        for v in variants:
+            tasks += [
+                (sm, sd, f"Forecast ({v})", chosen[(v, p.source)]) for sm in SAMPLERS for sd in range(seeds)
+            ]
+        jobs.append((p, tasks))
+    held = _run_all(jobs, n_jobs)
+    t_held = time.perf_counter() - t1
+    hbase = {(r.pool, r.sampler, r.seed): r for r in held if r.pruner == "none"}
+
+    print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    cpu = platform.processor() or platform.machine()
+    print(f"machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores")
+    print(f"command: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python {' '.join(sys.argv)}")
+    print(
+        f"optuna {optuna.__version__}; grid of {len(GRID)} settings x {len(pools)} pools x "
+        f"{select_seeds} seeds (random order) in {t_sel:.0f} s; held-out studies in {t_held:.0f} s"
+    )
+    print(
+        f"\nselection: least compute with the same best as no pruning in >= {SAME_BEST:.0%} of the "
+        "training runs (random order); ties by regret. LOSO: any grid setting; LOSO + guard: only "
+        f"the {len(guarded)} of {len(GRID)} settings that pass the synthetic guard (passes_guard)\n"
+    )
+    print("| held out | LOSO: chosen on the other three | train | LOSO + guard: chosen | train |")
+    print("|---|---|---|---|---|")
+    for src in (*SOURCES, None):
+        sc = scores_without(src)
+        cells = []
+        for v in variants:
+            c = chosen[(v, src)]
+            cells.append(f"{c.label} | {sc[c].ratio:.2f}x / {sc[c].same:.0%} / {sc[c].regret:.4f}")
+        print(f"| {'(none: all four)' if src is None else SHORT[src]} | " + " | ".join(cells) + " |")
+    names = [*BASELINES[1:], "Forecast (defaults)", *(f"Forecast ({v})" for v in variants)]
+    for sm in SAMPLERS:
+        print(f"\n### {sm}, held-out source (compute vs none / same best as none / regret / regret @ 50%)\n")
+        print("| held out | runs | " + " | ".join(names) + " |")
+        print("|" + "---|" * (2 + len(names)))
+        rows: list[str | None] = [*SOURCES, None]
+        for row in rows:
+            rs = [r for r in held if r.sampler == sm and (row is None or r.source == row)]
+            cells = []
+            for n in names:
+                h = score([r for r in rs if r.pruner == n], hbase)
+                cells.append(f"{h.ratio:.2f}x / {h.same:.0%} / {h.regret:.4f} / {h.at[-1]:.4f}")
+            label = f"all {len(pools)} pools" if row is None else SHORT[row]
+            print(f"| {label} | {len([r for r in rs if r.pruner == 'none'])} | " + " | ".join(cells) + " |")
+    print(f"\n### grid on all four sources (random order, {select_seeds} seeds), best 16 by the criterion\n")
+    allsc = scores_without(None)
+    order = sorted(allsc, key=lambda s: (allsc[s].same < SAME_BEST - 1e-12, allsc[s].ratio, allsc[s].regret))
+    print("| setting | guard | compute | same best | regret | regret @ 25% | regret @ 50% |")
+    print("|---|---|---|---|---|---|---|")
+    for s in order[:16]:
+        g = allsc[s]
+        at = " | ".join(f"{a:.4f}" for a in g.at)
+        guard = "pass" if s in guarded else "fail"
+        print(f"| {s.label} | {guard} | {g.ratio:.2f}x | {g.same:.0%} | {g.regret:.4f} | {at} |")
+    print("\n### frontier per rule (all four sources): least compute at each same-best share\n")
+    print("| rule | same best >= 95% | >= 90% | >= 80% |")
+    print("|---|---|---|---|")
+    for e, ref in GRID_RULES:
+        cells = []
+        for floor in (0.95, 0.9, 0.8):
+            ok = [s for s in allsc if s.edge == e and s.reference == ref and allsc[s].same >= floor - 1e-12]
+            if ok:
+                b = min(ok, key=lambda s: (allsc[s].ratio, allsc[s].regret))
+                cells.append(f"{allsc[b].ratio:.2f}x ({b.label})")
+            else:
+                cells.append("-")
+        print(f"| {e}<{ref} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--loso", action="store_true", help="choose the forecast pruner's settings by LOSO")
+    ap.add_argument("--select-seeds", type=int, default=3, help="--loso: seeds for the selection grid")
+    ap.add_argument("--jobs", type=int, default=1, help="--loso: processes (one pool at a time each)")
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     pools = build_pools(load_real())
+    if args.loso:
+        loso(pools, args.select_seeds, args.seeds, args.jobs)
+        return
     t0 = time.perf_counter()
     runs = [
         run_study(pool, sampler, seed, pruner)

@@ -10,6 +10,7 @@ from db.errors import (
     SchemaOutOfDateError,
     StoreError,
     StoreIntegrityError,
+    StoreReadOnlyError,
     StoreUnavailableError,
 )
 from db.queries import curves, events, fits, runs, sweeps, verdicts
@@ -31,6 +32,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreIntegrityError",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
     "curves",
     "events",

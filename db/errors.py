@@ -18,6 +18,7 @@ __all__ = [
     "SchemaOutOfDateError",
     "StoreError",
     "StoreIntegrityError",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
     "scrub",
     "translate",
@@ -30,6 +31,17 @@ class StoreUnavailableError(StoreError):
 
 class StoreIntegrityError(StoreError):
     """A write broke a constraint (unknown run, duplicate key where none is allowed...)."""
+
+
+class StoreReadOnlyError(StoreError):
+    """A write to a store opened read-only, or one the database refused as read-only (a SQLite
+    file or folder without write permission, a read-only PostgreSQL role or replica)."""
+
+
+def is_readonly(err: BaseException) -> bool:
+    """True for the drivers' "this database / transaction is read-only" errors."""
+    text = str(getattr(err, "orig", err)).lower()
+    return "readonly database" in text or "read-only transaction" in text
 
 
 # ``scheme://user:password@host`` -> ``scheme://user:***@host``. Applied to every free text that
@@ -59,6 +71,11 @@ def translate(err: BaseException, *, url: str, doing: str) -> StoreError:
         return err
     orig = getattr(err, "orig", None) or err
     detail = scrub(" ".join(str(orig).split()))[:500]
+    if is_readonly(err):
+        return StoreReadOnlyError(
+            f"store {url}: {doing} needs write access, but the database is read-only: {detail} "
+            "(fix: open a writable copy, or ask for write permission on the file and its folder)"
+        )
     if isinstance(err, sa_exc.IntegrityError):
         return StoreIntegrityError(
             f"store {url}: {doing} broke a constraint: {detail} "

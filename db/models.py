@@ -45,10 +45,17 @@ class Sweep(Base):
 
 
 class Run(Base):
+    """A run: a content hash of config + seed, so one run can belong to several sweeps.
+
+    Which sweeps it belongs to is ``sweep_run`` (the ``v_runs`` view joins the two), never a
+    column here: ``first_sweep`` (and ``variant``/``knob``/``alternative``) are those of the sweep
+    that registered it first (0005 renamed ``sweep``, whose ``WHERE sweep =`` dropped shared runs).
+    """
+
     __tablename__ = "run"
 
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    sweep: Mapped[str] = mapped_column(ForeignKey("sweep.name", ondelete="CASCADE"), index=True)
+    first_sweep: Mapped[str] = mapped_column(ForeignKey("sweep.name", ondelete="CASCADE"), index=True)
     variant: Mapped[str] = mapped_column(String(200))
     knob: Mapped[str | None] = mapped_column(String(200))
     alternative: Mapped[str | None] = mapped_column(String(200))
@@ -70,7 +77,7 @@ class Run(Base):
 class SweepRun(Base):
     """Membership: a run (a content hash of config + seed) can belong to several sweeps.
 
-    ``variant``/``knob``/``alternative`` are the names *this* sweep gives the run; ``Run.sweep``
+    ``variant``/``knob``/``alternative`` are the names *this* sweep gives the run; ``Run.first_sweep``
     and ``Run.variant`` stay those of the sweep that first registered it.
     """
 
@@ -113,8 +120,10 @@ class Point(Base):
 
 
 class Fit(Base):
+    """Fits of one (sweep, metric, axis) are replaced together (``Store.replace_fits``, 0005)."""
+
     __tablename__ = "fit"
-    __table_args__ = (Index("ix_fit_sweep", "sweep"),)
+    __table_args__ = (Index("ix_fit_key", "sweep", "metric", "axis"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     sweep: Mapped[str] = mapped_column(ForeignKey("sweep.name", ondelete="CASCADE"))
@@ -142,8 +151,10 @@ class Fit(Base):
 
 
 class Verdict(Base):
+    """Verdicts of one (sweep, metric, axis) are replaced together (``Store.replace_verdicts``)."""
+
     __tablename__ = "verdict"
-    __table_args__ = (Index("ix_verdict_sweep", "sweep"),)
+    __table_args__ = (Index("ix_verdict_key", "sweep", "metric", "axis"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     sweep: Mapped[str] = mapped_column(ForeignKey("sweep.name", ondelete="CASCADE"))

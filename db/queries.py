@@ -398,31 +398,46 @@ def _assemble(cols: dict[str, Any], meta: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(frame, columns=list(CURVE_COLUMNS))
 
 
-def fits(store: Store, sweep: str) -> pd.DataFrame:
-    """Columns: FIT_COLUMNS. One select, in insertion order."""
+def fits(store: Store, sweep: str, *, metric: str | None = None, axis: str | None = None) -> pd.DataFrame:
+    """Columns: FIT_COLUMNS. One select, in insertion order; ``metric``/``axis`` narrow it to the
+    fits of one metric / compute axis (a sweep keeps one set per (metric, axis))."""
     import pandas as pd
 
-    stmt = select(*[getattr(Fit, c) for c in FIT_COLUMNS]).where(Fit.sweep == sweep).order_by(Fit.id)
-    rows = _read(store, lambda c: c.execute(stmt).all(), f"reading the fits of sweep {sweep!r}")
+    stmt = select(*[getattr(Fit, c) for c in FIT_COLUMNS]).where(*_keyed(Fit, sweep, metric, axis))
+    rows = _read(
+        store, lambda c: c.execute(stmt.order_by(Fit.id)).all(), f"reading the fits of sweep {sweep!r}"
+    )
     return pd.DataFrame([tuple(r) for r in rows], columns=list(FIT_COLUMNS))
 
 
-def verdicts(store: Store, sweep: str) -> pd.DataFrame:
-    """Columns: VERDICT_COLUMNS. One select, in insertion order."""
+def verdicts(store: Store, sweep: str, *, metric: str | None = None, axis: str | None = None) -> pd.DataFrame:
+    """Columns: VERDICT_COLUMNS. One select, in insertion order; ``metric``/``axis`` as in :func:`fits`."""
     import pandas as pd
 
-    stmt = select(*[getattr(Verdict, c) for c in VERDICT_COLUMNS]).where(Verdict.sweep == sweep)
+    stmt = select(*[getattr(Verdict, c) for c in VERDICT_COLUMNS]).where(
+        *_keyed(Verdict, sweep, metric, axis)
+    )
     rows = _read(
         store, lambda c: c.execute(stmt.order_by(Verdict.id)).all(), f"reading verdicts of {sweep!r}"
     )
     return pd.DataFrame([tuple(r) for r in rows], columns=list(VERDICT_COLUMNS))
 
 
+def _keyed(model: Any, sweep: str, metric: str | None, axis: str | None) -> list[Any]:
+    where = [model.sweep == sweep]
+    if metric is not None:
+        where.append(model.metric == metric)
+    if axis is not None:
+        where.append(model.axis == axis)
+    return where
+
+
 def events(store: Store, sweep: str | None = None, *, run_id: str | None = None) -> pd.DataFrame:
     """Columns: id, time, sweep, run_id, kind, detail (dict). One select, oldest first.
 
     ``sweep``: the events logged for that sweep plus every event of its member runs (a run shared
-    with another sweep logs under the sweep that first registered it; ``sweep`` shows that).
+    with another sweep logs under the sweep that first registered it, ``run.first_sweep``;
+    ``sweep`` shows that).
     """
     import pandas as pd
 

@@ -41,7 +41,12 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """A run as stored (output of ``Store.get_run``); ``attempts`` is the current attempt number."""
+    """A run as stored (output of ``Store.get_run``); ``attempts`` is the current attempt number.
+
+    ``sweep``, ``variant``, ``knob`` and ``alternative`` are those of the sweep that first
+    registered the run (``run.first_sweep``); a run can belong to more sweeps (``sweep_run``,
+    the ``v_runs`` view, ``db.queries.runs``).
+    """
 
     run_id: str
     sweep: str

@@ -3,7 +3,9 @@
 The migration scripts live inside the package (``db/migrations``), so this works from an
 installed wheel with no ``alembic.ini``. Policy on open (:func:`check_or_create`):
 
-- an empty database (no tables at all) is upgraded to head automatically (the demo just works);
+- an empty database (no tables at all) is upgraded to head automatically (the demo just works),
+  but only for a writer (``create=True``); a reader (``create=False``) gets a :class:`StoreError`
+  naming the URL and the commands that create stores;
 - a database at head opens;
 - anything else (older, newer, or tables without Alembic's version table) raises
   :class:`SchemaOutOfDateError` naming the exact command to run, with the password redacted.
@@ -13,6 +15,10 @@ The version lives in :data:`VERSION_TABLE`, not Alembic's default ``alembic_vers
 Alembic and owns ``alembic_version``. A store made before the move (its revision in
 ``alembic_version``) is adopted on open: the row moves to our table. Optuna's tables never make a
 database look foreign or non-empty to us.
+
+With ``create=False`` the check is a plain read transaction and writes nothing (a legacy
+``alembic_version`` row is read where it is, and moved by the next writer), so a read-only
+database opens.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, inspect, text
 
 from db.engine import EngineBundle, redact
-from db.errors import SchemaOutOfDateError
+from db.errors import SchemaOutOfDateError, StoreError
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -127,21 +133,49 @@ def upgrade(bundle: EngineBundle, revision: str = "head") -> tuple[str | None, s
     return before, after
 
 
-def check_or_create(bundle: EngineBundle) -> None:
-    """Apply the open policy from the module docstring (one write transaction, serialised)."""
+def _read_revision(conn: Connection) -> str | None:
+    """Our revision without moving anything: ours, else a revision of ours in the legacy table."""
+    names = set(inspect(conn).get_table_names())
+    if VERSION_TABLE in names or LEGACY_VERSION_TABLE not in names:
+        return current_revision(conn)
+    with _quiet("alembic"):
+        from alembic.script import ScriptDirectory
+
+    ours = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    rows = [r[0] for r in conn.execute(text(f"SELECT version_num FROM {LEGACY_VERSION_TABLE}"))]
+    return rows[0] if len(rows) == 1 and rows[0] in ours else None
+
+
+def check_or_create(bundle: EngineBundle, *, create: bool = True) -> None:
+    """Apply the open policy from the module docstring.
+
+    ``create=True``: one write transaction, serialised (creates an empty database, adopts a legacy
+    version row). ``create=False``: one read transaction that writes nothing.
+    """
     with _quiet("alembic"):
         from alembic import command
         from alembic.script import ScriptDirectory
 
-    engine = bundle.engine.execution_options(scalerl_write=True)
-    with _quiet("alembic"), engine.begin() as conn:
-        _lock_schema(conn)
-        _adopt_legacy_version(conn)
-        tables = set(inspect(conn).get_table_names()) - OPTUNA_TABLES
+    if create and not bundle.readonly:
+        engine = bundle.engine.execution_options(scalerl_write=True)
+        with _quiet("alembic"), engine.begin() as conn:
+            _lock_schema(conn)
+            _adopt_legacy_version(conn)
+            tables = set(inspect(conn).get_table_names()) - OPTUNA_TABLES
+            if not tables:
+                command.upgrade(alembic_config(conn), "head")
+                return
+            current = current_revision(conn)
+    else:
+        with _quiet("alembic"), bundle.engine.begin() as conn:
+            tables = set(inspect(conn).get_table_names()) - OPTUNA_TABLES
+            current = _read_revision(conn) if tables else None
         if not tables:
-            command.upgrade(alembic_config(conn), "head")
-            return
-        current = current_revision(conn)
+            raise StoreError(
+                f"store {redact(bundle.url)} is empty: there is no scalerl store there, and reading "
+                "never creates one (fix: check the URL in --db / $SCALERL_DB_URL; `scalerl sweep` "
+                "and `scalerl import` create stores)"
+            )
     head = head_revision()
     if current == head:
         return

@@ -7,6 +7,7 @@ each open their own.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,8 +22,8 @@ from sqlalchemy.orm import Session
 
 from db import fastread, schema
 from db.bulk import UPSERTS
-from db.engine import EngineBundle, make_engine, redact, resolve_url
-from db.errors import StoreError, StoreUnavailableError, is_locked, scrub, translate
+from db.engine import EngineBundle, is_readonly_url, make_engine, redact, resolve_url, sqlite_file
+from db.errors import StoreError, StoreReadOnlyError, StoreUnavailableError, is_locked, scrub, translate
 from db.fastread import FastReader
 from db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
 from db.records import RUN_STATUSES, RunInfo, RunRecord, WriteOutcome
@@ -40,16 +41,48 @@ PointRow = tuple[int, str, float | None, str | None, float | None, float | None,
                  float | None, float | None, int | None]  # fmt: skip
 
 
-def open_store(url: str | None = None, *, spool_dir: str | Path | None = None) -> Store:
-    """Open (and, if the database is empty, create) the store at ``url``.
+def open_store(
+    url: str | None = None,
+    *,
+    create: bool = True,
+    readonly: bool = False,
+    spool_dir: str | Path | None = None,
+) -> Store:
+    """Open the store at ``url``: argument, else ``$SCALERL_DB_URL``, else ``sqlite:///./scalerl.db``.
 
-    ``url``: argument, else ``$SCALERL_DB_URL``, else ``sqlite:///./scalerl.db``. Raises
-    :class:`SchemaOutOfDateError` for an existing store at another schema revision and
+    Modes (pick one per caller; writers create, readers never do):
+
+    - ``create=True`` (the default; ``sweep``, ``import``, ``train``, jobs and workers): a missing
+      SQLite file and its folders, or an empty database, become a store at the head revision.
+    - ``create=False`` (``status``, ``fit``): the store must exist; a missing SQLite file raises
+      :class:`StoreError` naming the path, and nothing is created (no file, no folder). The open
+      writes nothing; writes later in the store's life are allowed. A SQLite file that this
+      process cannot write (the file or its folder) is opened read-only, as below.
+    - ``readonly=True`` (``report``, ``forecast``; implies ``create=False``): nothing is written,
+      ever: a SQLite file through ``mode=ro`` (a read-only file or folder reads fine), PostgreSQL
+      in read-only transactions. A write method raises :class:`StoreReadOnlyError` (see
+      :attr:`Store.readonly`). A ``sqlite:///file:PATH?mode=ro&uri=true`` URL is read-only too.
+
+    Raises :class:`SchemaOutOfDateError` for an existing store at another schema revision and
     :class:`StoreUnavailableError` when the database cannot be reached.
     """
-    bundle = make_engine(resolve_url(url))
+    resolved = resolve_url(url)
+    readonly = readonly or is_readonly_url(resolved)
+    create = create and not readonly
+    path = sqlite_file(resolved)
+    if path is not None and not create:
+        if not path.is_file():
+            raise StoreError(
+                f"no store at {path}: the SQLite file does not exist, and reading a store never "
+                "creates one (fix: check the path in --db / $SCALERL_DB_URL; `scalerl sweep` and "
+                "`scalerl import` create stores)"
+            )
+        # Without write access to the file (or to its folder, where SQLite keeps the WAL and the
+        # shared-memory file) only a read-only open can read it.
+        readonly = readonly or not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+    bundle = make_engine(resolved, create=create, readonly=readonly)
     try:
-        schema.check_or_create(bundle)
+        schema.check_or_create(bundle, create=create)
     except SQLAlchemyError as err:
         bundle.engine.dispose()
         raise translate(err, url=redact(bundle.url), doing="opening the store") from None
@@ -99,7 +132,10 @@ class Store:
     - ``writer(run_id, attempt) -> PointWriter``: background batched writer with spool.
     - ``write_points(run_id, attempt, rows) -> "ok" | "fenced" | "unknown_run"``: the fenced,
       idempotent bulk upsert the writer and the spool replay use.
-    - ``replace_fits(sweep, rows)``, ``replace_verdicts(sweep, rows)``: replace a sweep's rows.
+    - ``replace_fits(sweep, rows, metric=, axis=)``, ``replace_verdicts(...)``: replace the rows
+      of one (sweep, metric, axis); fits on another metric or axis stay.
+    - ``readonly``: True when opened read-only; every write method then raises
+      :class:`StoreReadOnlyError` before touching the database.
 
     Point rewrites: the upsert on (run_id, metric, step) overwrites (last write wins). Because
     every write is fenced on the run's current attempt, the last writer is always the current
@@ -112,6 +148,7 @@ class Store:
         self.url = redact(bundle.url)
         self.dialect = bundle.dialect
         self.spool_dir = Path(spool_dir) if spool_dir is not None else None
+        self.readonly = bundle.readonly
         self._upsert = UPSERTS[self.dialect]()
 
     # ------------------------------------------------------------------ plumbing
@@ -123,10 +160,8 @@ class Store:
     @property
     def sqlite_path(self) -> str | None:
         """The SQLite file path, or None (PostgreSQL or in-memory)."""
-        db = self._bundle.url.database
-        if self.dialect != "sqlite" or db in (None, "", ":memory:"):
-            return None
-        return str(Path(str(db)).expanduser())
+        path = sqlite_file(self._bundle.url)
+        return None if path is None else str(path)
 
     def fast_reader(self) -> FastReader | None:
         """The ADBC helper for bulk reads of a SQLite file (None elsewhere or if not installed)."""
@@ -141,9 +176,18 @@ class Store:
     def _lock(self) -> AbstractContextManager[Any]:
         return self._bundle.tx_lock if self._bundle.tx_lock is not None else nullcontext()
 
+    def _check_writable(self, doing: str) -> None:
+        if self.readonly:
+            raise StoreReadOnlyError(
+                f"store {self.url} is open read-only: {doing} needs write access "
+                "(fix: open it with db.open_store(url) from a process that may write it)"
+            )
+
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """The one session scope: commit on success, roll back and translate on failure."""
+        """The one session scope: commit on success, roll back and translate on failure.
+
+        On a read-only store the session may read; its commit raises the read-only error."""
         with self._lock():
             sess = Session(self._write_engine, expire_on_commit=False)
             try:
@@ -160,6 +204,8 @@ class Store:
 
     def transaction(self, fn: Callable[[Connection], T], *, doing: str, write: bool = True) -> T:
         """Run ``fn`` in one Core transaction; retry the whole of it on SQLite lock errors."""
+        if write:
+            self._check_writable(doing)
         engine = self._write_engine if write else self._bundle.engine
         for attempt in range(LOCK_RETRIES + 1):
             try:
@@ -184,7 +230,7 @@ class Store:
 
     @staticmethod
     def _require_run(conn: Connection, run_id: str, *, for_update: bool = False) -> tuple[str, int]:
-        q = select(Run.sweep, Run.attempts).where(Run.run_id == run_id)
+        q = select(Run.first_sweep, Run.attempts).where(Run.run_id == run_id)
         if for_update:
             q = q.with_for_update()
         row = conn.execute(q).first()
@@ -230,7 +276,7 @@ class Store:
             for r in records:
                 if r.run_id not in existing and r.run_id not in new_runs:
                     new_runs[r.run_id] = dict(
-                        run_id=r.run_id, sweep=r.sweep, variant=r.variant, knob=r.knob,
+                        run_id=r.run_id, first_sweep=r.sweep, variant=r.variant, knob=r.knob,
                         alternative=r.alternative, seed=r.seed, config=dict(r.config),
                         config_hash=r.config_hash, status="pending", attempts=0, created_at=now,
                     )  # fmt: skip
@@ -262,7 +308,8 @@ class Store:
             row = conn.execute(select(Run.__table__).where(Run.run_id == run_id)).mappings().first()
             if row is None:
                 return None
-            return RunInfo(**{k: _aware(row[k]) for k in RunInfo.__dataclass_fields__})
+            values = {k: _aware(row[k]) for k in RunInfo.__dataclass_fields__ if k != "sweep"}
+            return RunInfo(sweep=row["first_sweep"], **values)
 
         return self.transaction(tx, doing=f"reading run {run_id!r}", write=False)
 
@@ -335,7 +382,7 @@ class Store:
                     error=None, executor=func.coalesce(executor, Run.executor),
                     job_id=func.coalesce(job_id, Run.job_id), host=func.coalesce(host, Run.host),
                 )
-                .returning(Run.attempts, Run.sweep)
+                .returning(Run.attempts, Run.first_sweep)
             ).first()  # fmt: skip
             if row is None:
                 raise StoreError(
@@ -381,7 +428,7 @@ class Store:
         def tx(conn: Connection) -> None:
             nonlocal sweep
             if sweep is None and run_id is not None:
-                sweep = conn.execute(select(Run.sweep).where(Run.run_id == run_id)).scalar_one_or_none()
+                sweep = conn.execute(select(Run.first_sweep).where(Run.run_id == run_id)).scalar_one_or_none()
             self._event(conn, kind, run_id, sweep, detail)
 
         self.transaction(tx, doing=f"logging a {kind!r} event")
@@ -417,34 +464,59 @@ class Store:
         return self.transaction(tx, doing=f"writing {len(rows)} points of run {run_id!r}")
 
     # ------------------------------------------------------------------ analysis outputs
-    def replace_fits(self, sweep: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        self._replace(Fit, FIT_COLUMNS, sweep, rows, "fits")
+    def replace_fits(self, sweep: str, rows: Sequence[Mapping[str, Any]], *, metric: str, axis: str) -> None:
+        """Replace the fits of ``sweep`` on ``metric`` and ``axis`` with ``rows`` (one transaction).
 
-    def replace_verdicts(self, sweep: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        self._replace(Verdict, VERDICT_COLUMNS, sweep, rows, "verdicts")
+        Fits of the sweep on another metric or axis stay. A row's ``metric``/``axis`` may be left
+        out (they are filled in) but must not disagree."""
+        self._replace(Fit, FIT_COLUMNS, sweep, metric, axis, rows, "fits")
+
+    def replace_verdicts(
+        self, sweep: str, rows: Sequence[Mapping[str, Any]], *, metric: str, axis: str
+    ) -> None:
+        """:meth:`replace_fits` for verdicts: keyed by (sweep, metric, axis) the same way."""
+        self._replace(Verdict, VERDICT_COLUMNS, sweep, metric, axis, rows, "verdicts")
 
     def _replace(
-        self, model: Any, columns: tuple[str, ...], sweep: str, rows: Sequence[Mapping[str, Any]], what: str
+        self,
+        model: Any,
+        columns: tuple[str, ...],
+        sweep: str,
+        metric: str,
+        axis: str,
+        rows: Sequence[Mapping[str, Any]],
+        what: str,
     ) -> None:
         allowed = set(columns)
+        key = {"metric": metric, "axis": axis}
+        where = f"replace_{what}({sweep!r}, metric={metric!r}, axis={axis!r})"
         clean: list[dict[str, Any]] = []
         for i, row in enumerate(rows):
             unknown = sorted(set(row) - allowed)
             if unknown:
                 raise StoreError(
-                    f"replace_{what}({sweep!r}): row {i} has unknown column(s) {unknown} "
-                    f"(fix: use only {', '.join(columns)})"
+                    f"{where}: row {i} has unknown column(s) {unknown} (fix: use only {', '.join(columns)})"
                 )
-            clean.append({c: _plain(row.get(c)) for c in columns} | {"sweep": sweep, "created_at": _now()})
+            for name, want in key.items():
+                if row.get(name) is not None and row[name] != want:
+                    raise StoreError(
+                        f"{where}: row {i} has {name}={row[name]!r} (fix: replace each metric and "
+                        "axis's rows in their own call)"
+                    )
+            clean.append(
+                {c: _plain(row.get(c)) for c in columns} | key | {"sweep": sweep, "created_at": _now()}
+            )
 
         def tx(conn: Connection) -> None:
             if conn.execute(select(Sweep.name).where(Sweep.name == sweep)).first() is None:
                 raise StoreError(f"sweep {sweep!r} does not exist (fix: ensure_sweep it first)")
-            conn.execute(delete(model).where(model.sweep == sweep))
+            conn.execute(
+                delete(model).where(model.sweep == sweep, model.metric == metric, model.axis == axis)
+            )
             if clean:
                 conn.execute(insert(model), clean)
 
-        self.transaction(tx, doing=f"replacing the {what} of sweep {sweep!r}")
+        self.transaction(tx, doing=f"replacing the {what} of sweep {sweep!r} on {metric} / {axis}")
 
 
 def _existing(conn: Connection, stmt: Any, column: Any, keys: Sequence[str]) -> set[str]:
@@ -482,4 +554,4 @@ def _check_status(status: str) -> None:
 
 
 # Re-exported for callers that want to catch the "database down" case specifically.
-__all__ = ["PointRow", "Store", "StoreUnavailableError", "open_store"]
+__all__ = ["PointRow", "Store", "StoreReadOnlyError", "StoreUnavailableError", "open_store"]

@@ -72,6 +72,7 @@ class PointWriter:
         self._cond = threading.Condition()
         self._pending: list[PointRow] = []
         self._added = 0  # rows accepted by add()
+        self._left: tuple[Path, int] | None = None
         self._done = 0  # rows acknowledged (in the database, in the spool, or dropped as fenced)
         self._flush_wanted = False
         self._closing = False
@@ -96,6 +97,12 @@ class PointWriter:
     def spool_path(self) -> Path | None:
         """The spool file while it holds points not yet in the database."""
         return self._spool.path if self._spool.active else None
+
+    @property
+    def left_in_spool(self) -> tuple[Path, int] | None:
+        """After :meth:`close`: (spool file, points) that never reached the database, or None.
+        A run whose points are not all in the store has not finished, whatever its trainer says."""
+        return self._left
 
     def add(
         self,
@@ -306,6 +313,7 @@ class PointWriter:
         if self._spool.active and not self._fenced:
             self._reconnect()
         if self._spool.active:
+            self._left = (self._spool.path, int(self._spool.points))
             log.warning(
                 "run %s: %d points left in spool %s (fix: `scalerl db replay --spool %s %s`)",
                 self.run_id, self._spool.points, self._spool.path, self._spool.directory, self._store.url,

@@ -54,7 +54,14 @@ def log(
     """Record ``metrics`` at ``step`` with the cumulative ``compute`` (gpu_hours, flops, tokens,
     samples, wall_s). ``n`` (optional) maps a rate metric to the number of samples it was
     measured on (e.g. ``{"val/pass_rate": 512}``), so the fits and verdicts know its binomial
-    noise; without it the noise is estimated from the curve. Idempotent per (step, metric)."""
+    noise; without it the noise is estimated from the curve. Idempotent per (step, metric).
+
+    In a multi-process job only rank 0 (``RANK`` / ``SLURM_PROCID``) records; on the other
+    ranks this is a no-op, so every rank may call it."""
+    from harness.execution.rank import process_rank
+
+    if process_rank() != 0:
+        return
     _open().add(int(step), {k: float(v) for k, v in metrics.items()}, dict(compute or {}), n=n)
 
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 class HarnessError(Exception):
     """Root of every error the harness raises on purpose.
 
-    ``exit_code`` is what the CLI exits with when this error reaches it.
+    ``exit_code`` is what the CLI exits with when this error reaches it. The codes (README,
+    "Exit codes"): 1 a run or trial failed, 2 a usage error (argparse), 3 a bad configuration,
+    4 the store, 5 a refused or failed submission, 6 an analysis that cannot be computed, 7 an
+    unreadable import, 130 an interrupt, 141 a closed pipe.
     """
 
-    exit_code: int = 2
+    exit_code: int = 1
 
 
 class ConfigError(HarnessError):
@@ -24,6 +27,8 @@ class ConfigError(HarnessError):
     Carries where the problem is so tools can point at it; ``str()`` renders
     ``file:line: field=value: reason (fix: ...)``.
     """
+
+    exit_code = 3
 
     def __init__(
         self,
@@ -61,6 +66,8 @@ class ConfigError(HarnessError):
 class StoreError(HarnessError):
     """The results store failed: unreachable, locked past retries, or a constraint broke."""
 
+    exit_code = 4
+
 
 class SchemaOutOfDateError(StoreError):
     """The store's schema is older (or newer) than this code; the message names the command."""
@@ -73,10 +80,16 @@ class FencedWriteError(StoreError):
 class ExecutionError(HarnessError):
     """A sweep could not be submitted, a job failed, or an executor is misconfigured."""
 
+    exit_code = 5
+
 
 class AnalysisError(HarnessError):
     """A fit or verdict was asked for on data it cannot be computed from."""
 
+    exit_code = 6
+
 
 class ImportFormatError(HarnessError):
     """An imported curve file (W&B CSV, TensorBoard events, parsed CSV) is malformed."""
+
+    exit_code = 7

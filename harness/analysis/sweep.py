@@ -252,6 +252,13 @@ def fit_sweep(
         seed=req.seed,
     )
     if write:
-        store.replace_fits(sweep, result.fit_rows)
-        store.replace_verdicts(sweep, result.verdict_rows)
+        save_fits(store, result)
     return result
+
+
+def save_fits(store: Any, result: SweepFitResult) -> None:
+    """Replace the store's fits and verdicts of ``result``'s (sweep, metric, axis) with its rows;
+    those of the sweep on any other metric or axis stay."""
+    key = {"metric": result.metric, "axis": result.axis}
+    store.replace_fits(result.sweep, result.fit_rows, **key)
+    store.replace_verdicts(result.sweep, result.verdict_rows, **key)

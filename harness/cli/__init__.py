@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -44,11 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    # -v / --verbose is global but reads naturally after the command too (`scalerl fit loo -v`);
+    # argparse only takes it before the command, so lift it out wherever it stands (up to "--").
+    end = tokens.index("--") if "--" in tokens else len(tokens)
+    verbose = any(t in ("-v", "--verbose") for t in tokens[:end])
+    tokens = [t for i, t in enumerate(tokens) if i >= end or t not in ("-v", "--verbose")]
     # ``key=value`` overrides are positional, and argparse stops collecting a positional list at
     # the first option, so ``scalerl train CONFIG --seed 1 lr=2e-3`` would leave ``lr=2e-3``
     # unparsed. Collect such leftovers into the command's override list; anything else is still
     # an error.
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(tokens)
+    args.verbose = verbose
     if extra:
         target = next((n for n in ("overrides", "rest") if isinstance(getattr(args, n, None), list)), None)
         stray = [tok for tok in extra if tok.startswith("-") or "=" not in tok]
@@ -75,6 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("scalerl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `scalerl plan --json | head`: the reader left. Point stdout at /dev/null so the
+        # interpreter's final flush does not raise again, and exit as a SIGPIPE'd tool would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--boot", type=int, default=200, metavar="N", help="bootstrap replicates (default 200)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     p.add_argument(
+        "--no-save",
+        action="store_true",
+        help="print only; leave the store's fits and verdicts as they are (a read-only store is "
+        "never written either way)",
+    )
+    p.add_argument(
         "--db", metavar="URL", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)"
     )
     p.set_defaults(func=_fit)
@@ -53,7 +59,7 @@ def _clean(v: Any) -> Any:
 def _fit(args: argparse.Namespace) -> int:
     import db
     from harness.analysis.fitters import get_fitter
-    from harness.analysis.sweep import FitRequest, fit_sweep
+    from harness.analysis.sweep import FitRequest, fit_sweep, save_fits
     from harness.cli.forecast import forecast_rows, load_groups, print_rows
     from harness.errors import ConfigError
 
@@ -74,9 +80,19 @@ def _fit(args: argparse.Namespace) -> int:
         method=args.method,
         n_boot=args.boot,
     )
-    store = db.open_store(args.db)
+    # Never creates a store (a mistyped --db is an error); a store this process cannot write is
+    # opened read-only and the table still prints, with a note that nothing was saved.
+    store = db.open_store(args.db, create=False)
+    unsaved = None
     try:
-        result = fit_sweep(store, args.sweep, req)
+        result = fit_sweep(store, args.sweep, req, write=False)
+        if args.no_save:
+            unsaved = "not saved (--no-save)"
+        else:
+            try:
+                save_fits(store, result)
+            except db.StoreReadOnlyError:
+                unsaved = f"not saved: the store is read-only ({store.url})"
         # The same forecasts as `scalerl forecast` (issue 12): each variant's seeds pooled.
         groups = None if args.json else load_groups(store, args.sweep, result.metric, result.axis)
         sweeps = db.queries.sweeps(store)
@@ -99,6 +115,8 @@ def _fit(args: argparse.Namespace) -> int:
     )
     for note in result.notes:
         print(f"  {note}")
+    if unsaved:
+        print(f"  fits and verdicts {unsaved}")
     header = (
         "knob",
         "variant",

@@ -175,7 +175,7 @@ def _forecast(args: argparse.Namespace) -> int:
         raise ConfigError(
             "must be positive compute values", field="--at", value=args.at, fix="e.g. --at 1e18"
         )
-    store = db.open_store(args.db)
+    store = db.open_store(args.db, readonly=True)  # a forecast never writes, nor creates a store
     try:
         sweeps = db.queries.sweeps(store)
         match = sweeps[sweeps["name"] == args.sweep]

@@ -12,7 +12,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Read each FILE (format auto-detected unless --format) and write its curves into "
         "the store under SWEEP: one run per source run, one point per step. The x axis fills a "
         "compute column: a step axis fills none (fit with --axis step), a time axis in seconds "
-        "fills wall_s and gpu_hours (x / 3600, one device assumed), else name it with --axis-unit.",
+        "fills wall_s and gpu_hours (x / 3600, one device assumed), else name it with --axis-unit. "
+        "Prints one line per file with what it lost, counted per reason; any loss exits 7 and "
+        "writes nothing unless --allow-partial.",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--sweep", required=True, metavar="NAME", help="store sweep to import into")
@@ -32,20 +34,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--db", metavar="URL", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)"
     )
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="import what is sound even when a file lost data (a corrupt or cut-short record, a bad "
+        "or repeated step, a repeated column, NaN/inf values); without it such a file fails the "
+        "import (exit 7) and nothing is written",
+    )
     p.set_defaults(func=_import)
 
 
 def _import(args: argparse.Namespace) -> int:
     import db
-    from harness.importers import read_curves
+    from harness.errors import ImportFormatError
+    from harness.importers.base import partial_message, read_file
     from harness.importers.ingest import import_curves
 
     # Read (and validate) every file before writing anything: a bad file leaves the store untouched.
-    curves = [
-        c
-        for f in args.files
-        for c in read_curves(f, fmt=args.fmt, metric=args.metric, axis_column=args.axis_column)
+    results = [
+        read_file(f, fmt=args.fmt, metric=args.metric, axis_column=args.axis_column) for f in args.files
     ]
+    for r in results:
+        lost = f"; lost: {r.losses.describe()}" if r.losses else ""
+        print(f"{r.source}: {len(r.curves)} curve(s), {r.points} point(s){lost}")
+    partial = [r for r in results if r.losses]
+    if partial and not args.allow_partial:
+        raise ImportFormatError(f"nothing imported: {partial_message(partial)}")
+    curves = [c for r in results for c in r.curves]
     store = db.open_store(args.db)
     try:
         summary = import_curves(store, curves, args.sweep, axis_unit=args.axis_unit)

@@ -40,10 +40,13 @@ def run_report(args: argparse.Namespace) -> int:
     if args.max_points < 10:
         raise ConfigError("must be >= 10", field="--max-points", value=args.max_points, fix="use e.g. 400")
     out = Path(args.output)
+    if out.is_dir():
+        raise ConfigError("is a folder, not a file", field="--output", value=str(out),
+                          fix=f"name the file, e.g. -o {out / 'report.html'}")  # fmt: skip
     if not out.parent.is_dir():
         raise ConfigError("the output folder does not exist", field="--output", value=str(out),
                           fix=f"create {out.parent} first or pick another path")  # fmt: skip
-    store = db.open_store(args.db)
+    store = db.open_store(args.db, readonly=True)  # a report never writes, nor creates a store
     data = load_report_data(
         store, args.sweep, metric=args.metric, axis=args.axis,
         store_kind=resolve_url(args.db).get_backend_name(), max_points_per_run=args.max_points,
@@ -51,8 +54,13 @@ def run_report(args: argparse.Namespace) -> int:
     page = render_html(data)
     # Write beside the target and rename, so a reader never opens a half-written report.
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)  # nothing half-written stays behind
+        raise ConfigError(f"cannot write the report ({err.strerror})", field="--output", value=str(out),
+                          fix="pick a writable file path") from None  # fmt: skip
     size_mb = out.stat().st_size / 1e6
     print(f"report: {out.resolve()} ({size_mb:.1f} MB, {len(data.runs)} runs, fits: {data.fits_source})")
     return 0

@@ -62,7 +62,7 @@ def _current(args: argparse.Namespace) -> int:
     from db.engine import make_engine, redact, resolve_url
     from db.errors import translate
 
-    bundle = make_engine(resolve_url(args.url))
+    bundle = make_engine(resolve_url(args.url), create=False)  # a question must not create a store
     where = redact(bundle.url)
     try:
         with bundle.engine.connect() as conn:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+from harness.cli.args import positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,20 +29,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", help="Slurm profile: slurm/profiles/NAME.yaml or a NAME under it")
     p.add_argument("--wait", action="store_true", help="follow progress until every run finished")
     p.add_argument(
+        "--poll-s",
+        type=float,
+        help="with --wait: ask the scheduler at most every S seconds (default: the profile's poll_s, "
+        "60, on Slurm; 2 locally)",
+    )
+    p.add_argument(
         "--extend",
         type=float,
         metavar="BUDGET",
         help="resume completed / stopped runs from their checkpoints to this budget (the sweep's unit)",
     )
+    p.add_argument("--json", action="store_true", help="print the submission's decisions as JSON")
     p.add_argument("--db", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)")
     p.add_argument("--state-dir", type=Path, help="run workdirs and job files (default ./.scalerl/SWEEP)")
-    p.add_argument("--max-parallel", type=int, help="local executor: runs at once (default cores/cpus)")
-    p.add_argument("--workers", type=int, help="design: optuna: workers to start (default optuna.workers)")
+    p.add_argument(
+        "--max-parallel", type=positive_int, help="local executor: runs at once (default cores/cpus)"
+    )
+    p.add_argument("--workers", type=positive_int, help="design: optuna: workers (default optuna.workers)")
     p.set_defaults(func=_sweep)
 
     s = sub.add_parser("status", help="sync job states into the store and print the sweep's runs")
     s.add_argument("sweep", metavar="SWEEP", help="sweep name (or its YAML file)")
     s.add_argument("--db", help="store URL")
+    s.add_argument("--json", action="store_true", help="print {sweep, counts, runs: [...]} as JSON")
     s.set_defaults(func=_status)
 
     c = sub.add_parser("cancel", help="cancel a sweep's unfinished jobs (or one run's)")
@@ -82,18 +95,45 @@ def _sweep(args: argparse.Namespace) -> int:
         _print_extend(extend(store, prepared, args.extend), prepared.executor.ctx.state_dir)
     else:
         report = launch(store, prepared)
-        _print_report(report, len(prepared.specs), prepared.executor.ctx.state_dir)
+        if args.json:
+            _print_report_json(report, prepared.executor.ctx.state_dir)
+        else:
+            _print_report(report, len(prepared.specs), prepared.executor.ctx.state_dir)
     if not args.wait:
         return 0
     name = prepared.sweep.sweep
-    tick: Any = lambda: sync(store, name)  # noqa: E731
+    # The store is ours to read every couple of seconds; the scheduler is shared, so squeue/sacct
+    # are asked at most every poll_s (the Slurm profile's, 60 s by default, or --poll-s).
+    on_slurm = prepared.executor.name == "slurm"
+    every = args.poll_s or (prepared.executor.ctx.profile.poll_s if on_slurm else 2.0)
+    scheduler = Throttle(lambda: sync(store, name), every)
+    tick: Any = scheduler
     if prepared.sweep.fit.stop_when == "decided":
         from harness.execution.decide import DecideMonitor
 
         monitor = DecideMonitor(store, name, confidence=prepared.sweep.fit.confidence)
-        tick = lambda: (sync(store, name), monitor())  # noqa: E731
+
+        def sync_and_decide() -> None:
+            scheduler()
+            monitor()
+
+        tick = sync_and_decide
+
     snap = follow(store, name, metric=prepared.sweep.fit.metric, before_tick=tick)
     return 1 if snap.failed else 0
+
+
+class Throttle:
+    """Call ``fn`` at most every ``every_s`` seconds (the first call always runs)."""
+
+    def __init__(self, fn: Any, every_s: float) -> None:
+        self.fn, self.every_s, self.last = fn, every_s, float("-inf")
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            self.fn()
 
 
 def _print_extend(report: Any, state_dir: Path) -> None:
@@ -105,6 +145,19 @@ def _print_extend(report: Any, state_dir: Path) -> None:
     for d in report.decisions:
         print(f"  {d.action:<18} {d.spec.variant:<28} seed {d.spec.seed:<3} {d.spec.run_id}  ({d.reason})")
     print(f"run files: {state_dir}")
+
+
+def _print_report_json(report: Any, state_dir: Path) -> None:
+    import json
+
+    jobs = {h.run_id: h.job_id for h in report.handles}
+    rows = [
+        {"run_id": d.spec.run_id, "variant": d.spec.variant, "seed": d.spec.seed, "action": d.action,
+         "reason": d.reason, "job_id": jobs.get(d.spec.run_id)}
+        for d in report.decisions
+    ]  # fmt: skip
+    print(json.dumps({"sweep": report.sweep, "executor": report.executor, "state_dir": str(state_dir),
+                      "decisions": rows}, indent=1))  # fmt: skip
 
 
 def _print_report(report: Any, planned: int, state_dir: Path) -> None:
@@ -129,12 +182,33 @@ def _status(args: argparse.Namespace) -> int:
     from harness.execution.progress import snapshot
     from harness.execution.status import sync, views
 
-    store = db.open_store(args.db)
+    store = db.open_store(args.db, create=False)  # status never creates a store
     name = _sweep_name(args.sweep)
     _require_sweep(store, name)
-    states = sync(store, name)
+    try:
+        states = sync(store, name)
+    except db.StoreReadOnlyError:
+        # A read-only store: show the scheduler's states without recording dead jobs as failed.
+        from harness.execution.status import latest_handles, poll_jobs
+
+        states = poll_jobs(latest_handles(store, name))
+        print(f"note: store {store.url} is read-only: job states shown, not synced into it", file=sys.stderr)
     rows = views(store, name, states)
     snap = snapshot(store, name)
+    if args.json:
+        import dataclasses
+        import json
+
+        counts = {
+            k: getattr(snap, k) for k in ("total", "completed", "running", "failed", "cancelled", "stopped")
+        }
+        out = {
+            "sweep": name,
+            "counts": {**counts, "points": snap.points},
+            "runs": [dataclasses.asdict(r) for r in rows],
+        }
+        print(json.dumps(out, indent=1, default=str))
+        return 0
     print(f"sweep {name}: {snap.headline()}")
     print(f"  {'run_id':<20} {'variant':<28} {'seed':>4} {'status':<10} {'att':>3} {'job':<24} job state")
     for r in rows:
@@ -179,7 +253,7 @@ def _search(args: argparse.Namespace, sweep: Any) -> int:
     from harness.errors import ConfigError
     from harness.execution.profile import SlurmProfile
     from harness.execution.submit import default_state_dir
-    from harness.execution.sweep import job_db_url, resolve_profile, resolve_resources
+    from harness.execution.sweep import check_store_for, job_db_url, resolve_profile, resolve_resources
     from harness.search import launch_search, wait_search
 
     if getattr(args, "extend", None) is not None:
@@ -193,6 +267,7 @@ def _search(args: argparse.Namespace, sweep: Any) -> int:
     profile = (
         resolve_profile(sweep, args.profile) if (executor == "slurm" or args.profile) else SlurmProfile()
     )
+    check_store_for(executor, args.db, profile)
     state_dir = args.state_dir.resolve() if args.state_dir else default_state_dir(sweep.sweep)
     db.open_store(args.db).ensure_sweep(sweep.sweep, sweep.model_dump(mode="json", by_alias=True))
     url = job_db_url(args.db)

@@ -9,6 +9,7 @@ its checkpoint; Ctrl-C checkpoints after the step in progress.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from harness.cli.args import non_negative_int
+from harness.errors import ExecutionError
+
 if TYPE_CHECKING:
     from harness.rl.trainer import TrainResult
 
@@ -27,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="run the reference trainer on one recipe (no sweep)")
     p.add_argument("config", help="recipe YAML (e.g. recipes/tiny.yaml)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, YAML-typed")
-    p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="run seed (default 0)")
     p.add_argument("--workdir", default=None, help="checkpoint dir (default ./runs/<run id>)")
     p.add_argument(
         "--db", default=None, metavar="URL", help="store URL (default $SCALERL_DB_URL or ./scalerl.db)"
@@ -111,6 +115,16 @@ def _train_into_store(
             store.finish_run(rid, attempt, "failed", error=str(err)[:500])
             raise
         writer.close()
+        left = writer.left_in_spool
+        if left is not None:  # the trainer finished, the store did not take every point
+            reason = (
+                f"the store did not take {left[1]} point(s); they are kept in {left[0]} (fix: repair "
+                f"or restore the store, then `scalerl db replay --spool {left[0].parent}`)"
+            )
+            # The store is what failed; if it cannot even record that, the error below says it.
+            with contextlib.suppress(Exception):
+                store.finish_run(rid, attempt, "failed", error=reason)
+            raise ExecutionError(f"run {rid}: {reason}")
         store.finish_run(rid, attempt, "preempted" if result.stopped else "completed")
         return result
     finally:

@@ -42,6 +42,7 @@ from typing import Any
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from harness.errors import ExecutionError
+from harness.execution.rank import process_rank
 from harness.execution.runners.base import Outcome, RunContext, get_runner
 from harness.execution.spec import RunSpec
 
@@ -106,6 +107,9 @@ def execute(
     ``tap`` (optional) sees every point after the store's writer took it."""
     import db  # the store; imported here so pickling a SweepJob needs no DB driver
 
+    rank = process_rank() if executor == "slurm" else 0
+    if rank != 0:
+        return _follow(spec, rank, stop)
     store = db.open_store(spec.db_url)
     existing = store.get_run(spec.run_id)
     if existing is not None and existing.status in ("completed", "pruned", "stopped-decided"):
@@ -149,12 +153,49 @@ def execute(
         # A newer attempt owns the run now (the store rejected our points); go quietly.
         log.warning("run %s attempt %d was superseded; not finishing it", spec.run_id, attempt)
         return "superseded"
+    left = writer.left_in_spool
+    if left is not None:
+        # The trainer reached its budget, but the store did not take every point (unreachable,
+        # corrupted, full): the run is not finished. Say where the points are.
+        spool, points = left
+        reason = (
+            f"the store did not take {points} point(s) of run {spec.run_id}; they are kept in "
+            f"{spool} (fix: repair or restore the store, then `scalerl db replay --spool {spool.parent}`)"
+        )
+        try:
+            store.finish_run(spec.run_id, attempt, "failed", error=reason)
+        except Exception:  # the store is the problem; the message below still carries the reason
+            log.exception("recording the failure of run %s", spec.run_id)
+        raise ExecutionError(reason)
     if outcome is Outcome.STOPPED:
         return "stopped"
     now = store.get_run(spec.run_id)
     if now is not None and now.status == "cancelled":
         return "cancelled"  # `scalerl cancel` won the race with the last step: it stays cancelled
     return "completed" if store.finish_run(spec.run_id, attempt, "completed") else "superseded"
+
+
+class _Discard:
+    """The sink of a rank > 0: the points are rank 0's to write."""
+
+    def add(self, step: int, metrics: Any, compute: Any, n: Any = None) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+
+def _follow(spec: RunSpec, rank: int, stop: threading.Event) -> str:
+    """Rank > 0 of a multi-task job (:mod:`harness.execution.rank`): run the same work in its own
+    folder, start no attempt and write nothing, so rank 0's attempt is the run's only one."""
+    # A sibling of rank 0's folder, not inside it: rank 0 may wipe its own on a first attempt.
+    base = Path(spec.workdir)
+    workdir = base.with_name(f"{base.name}.rank-{rank}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    runner = get_runner(spec.typed_recipe().runner.type)
+    ctx = RunContext(spec=spec, attempt=0, sink=_Discard(), workdir=workdir, stop=stop, db_url=spec.db_url)
+    outcome = runner.run(ctx)
+    return f"follower-{outcome.value}"
 
 
 def _note_scheduler_requeue(store: Any, spec: RunSpec, executor: str, before: Any) -> None:
@@ -234,6 +275,8 @@ class SweepJob(Checkpointable):
     def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission:
         """Called by submitit on USR2: let the trainer checkpoint, then hand back a fresh job."""
         self.request_stop()
+        if process_rank() != 0:  # rank 0 logs the requeue; the others only stop
+            return DelayedSubmission(SweepJob(self.spec, self.executor))
         attempt = self._attempts[-1] if self._attempts else None
         clean = self._thread is None or not self._thread.is_alive()
         try:

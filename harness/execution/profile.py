@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from harness.errors import ConfigError
@@ -31,12 +30,27 @@ class SlurmProfile(BaseModel):
     mem_gb: float | None = Field(None, gt=0, description="memory per run in GB; null = cluster default")
     timeout_min: PositiveInt = Field(60, description="time limit per attempt in minutes (sbatch --time)")
     constraint: str | None = Field(None, description="sbatch --constraint, e.g. h100")
+    nodes: PositiveInt = Field(1, description="nodes per run (sbatch --nodes); rank 0 owns the run")
+    tasks_per_node: PositiveInt = Field(1, description="processes per node (sbatch --ntasks-per-node)")
+    exclude: str | None = Field(None, description="sbatch --exclude, e.g. node[01-02]")
+    comment: str | None = Field(None, description="sbatch --comment")
+    mem_per_gpu: str | None = Field(None, description="sbatch --mem-per-gpu, e.g. 80G")
+    cpus_per_gpu: PositiveInt | None = Field(None, description="sbatch --cpus-per-gpu")
+    gpus_per_task: PositiveInt | None = Field(None, description="sbatch --gpus-per-task")
     array_parallelism: PositiveInt = Field(64, description="max tasks of one job array running at once")
     setup: tuple[str, ...] = Field((), description="shell lines run in the sbatch script before the job")
     signal_delay_s: PositiveInt = Field(120, description="USR2 this long before the time limit")
     checkpoint_grace_s: float = Field(60.0, gt=0, description="wait for the trainer's checkpoint on USR2")
     max_num_timeout: int = Field(20, ge=0, description="requeues allowed after time limits")
     use_srun: bool = Field(True, description="run the job through srun (submitit's default)")
+    poll_s: float = Field(
+        60.0, ge=1.0, description="`scalerl sweep --wait` asks squeue/sacct at most this often (seconds)"
+    )
+    allow_sqlite: bool = Field(
+        False,
+        description="single-node testbeds only: let jobs write a SQLite store (its locks do not "
+        "work across hosts; a cluster needs a PostgreSQL URL)",
+    )
     additional_parameters: dict[str, Any] = Field(
         default_factory=dict, description="other sbatch options, e.g. {exclusive: true}"
     )
@@ -48,7 +62,8 @@ class SlurmProfile(BaseModel):
             "array_parallelism": self.array_parallelism,
             "use_srun": self.use_srun,
         }
-        for key in ("partition", "account", "qos", "gres", "constraint"):
+        for key in ("partition", "account", "qos", "gres", "constraint", "exclude", "comment",
+                    "mem_per_gpu", "cpus_per_gpu", "gpus_per_task"):  # fmt: skip
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -67,19 +82,14 @@ def valid_keys() -> str:
     return ", ".join(parts)
 
 
-def _key_lines(text: str) -> dict[str, int]:
-    """Top-level key -> 1-based line, for error messages."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return {}
-    if not isinstance(node, yaml.MappingNode):
-        return {}
-    return {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
-
-
 def load_profile(path: str | Path) -> SlurmProfile:
-    """Read and validate a profile YAML; every failure is a :class:`ConfigError`."""
+    """Read and validate a profile YAML; every failure is a :class:`ConfigError`.
+
+    Read with the recipes' loader (:func:`harness.recipe.yamlio.parse_yaml`): one YAML dialect
+    everywhere (1.2 scalars, so ``off`` is the string "off" here as in a recipe), bounded
+    aliases, and line numbers for every key."""
+    from harness.recipe.yamlio import parse_yaml
+
     path = Path(path)
     try:
         text = path.read_text()
@@ -89,21 +99,12 @@ def load_profile(path: str | Path) -> SlurmProfile:
             file=str(path),
             fix="pass --profile slurm/profiles/NAME.yaml (see slurm/profiles/)",
         ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise ConfigError(
-            f"not valid YAML ({getattr(err, 'problem', err)})",
-            file=str(path),
-            line=mark.line + 1 if mark is not None else None,
-            fix="fix the YAML syntax",
-        ) from None
+    data, sources = parse_yaml(text, str(path))
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError("a profile must be a mapping of key: value", file=str(path), value=data)
-    lines = _key_lines(text)
+    lines = {str(k[0]): src.line for k, src in sources.entries.items() if len(k) == 1 and src.line}
     try:
         return SlurmProfile.model_validate(data)
     except ValidationError as err:

@@ -26,9 +26,18 @@ class Resources:
     cpus_per_task: int = 1
     mem_gb: float | None = None
     timeout_min: int = 60
+    nodes: int = 1
+    tasks_per_node: int = 1
 
-    def key(self) -> tuple[int, int, float | None, int]:
-        return (self.gpus_per_node, self.cpus_per_task, self.mem_gb, self.timeout_min)
+    def key(self) -> tuple[int, int, float | None, int, int, int]:
+        return (
+            self.gpus_per_node,
+            self.cpus_per_task,
+            self.mem_gb,
+            self.timeout_min,
+            self.nodes,
+            self.tasks_per_node,
+        )
 
 
 @dataclass(frozen=True)

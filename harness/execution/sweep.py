@@ -31,22 +31,34 @@ class Prepared:
     max_retries: int
 
 
+def profile_dirs() -> list[Path]:
+    """Where a profile NAME is looked for, first hit wins: each folder in ``$SCALERL_PROFILE_PATH``
+    (``:``-separated), the user's ``$XDG_CONFIG_HOME/scalerl/profiles`` (``~/.config/...``), then
+    ``slurm/profiles`` under the working directory (this repository's)."""
+    dirs = [Path(d) for d in os.environ.get("SCALERL_PROFILE_PATH", "").split(os.pathsep) if d]
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [*dirs, config / "scalerl" / "profiles", PROFILE_DIR]
+
+
 def resolve_profile(sweep: Any, profile: str | None) -> SlurmProfile:
     name = profile or sweep.resources.profile
     if not name:
         return SlurmProfile()
     path = Path(name)
     if path.suffix not in (".yaml", ".yml"):
-        path = PROFILE_DIR / f"{name}.yaml"
-        if not path.is_file():
-            known = sorted(p.stem for p in PROFILE_DIR.glob("*.yaml")) if PROFILE_DIR.is_dir() else []
+        dirs = profile_dirs()
+        found = next((d / f"{name}.yaml" for d in dirs if (d / f"{name}.yaml").is_file()), None)
+        if found is None:
+            known = sorted({p.stem for d in dirs if d.is_dir() for p in d.glob("*.yaml")})
             raise ConfigError(
-                f"Slurm profile {name!r} not found at {path}",
+                f"Slurm profile {name!r} not found in {', '.join(str(d) for d in dirs)}",
                 file=str(getattr(sweep, "path", None) or "") or None,
                 field="resources.profile",
                 value=name,
-                fix=f"use one of {known} or pass --profile path/to/profile.yaml",
+                fix=f"use one of {known}, pass --profile path/to/profile.yaml, or put NAME.yaml in "
+                "a folder listed in $SCALERL_PROFILE_PATH",
             )
+        path = found
     return load_profile(path)
 
 
@@ -59,23 +71,60 @@ def resolve_resources(sweep: Any, profile: SlurmProfile) -> Resources:
         cpus_per_task=res.cpus if "cpus" in given else profile.cpus_per_task,
         mem_gb=res.mem_gb if "mem_gb" in given else profile.mem_gb,
         timeout_min=res.time_min if "time_min" in given else profile.timeout_min,
+        nodes=res.nodes if "nodes" in given else profile.nodes,
+        tasks_per_node=res.tasks_per_node if "tasks_per_node" in given else profile.tasks_per_node,
     )
 
 
 def job_db_url(url: str | None) -> str | None:
     """The URL jobs open: an explicit one as given; the default SQLite file made absolute (jobs may
     start in another directory); ``None`` for ``$SCALERL_DB_URL`` so a password stays in the
-    environment instead of spec files."""
-    from db.engine import resolve_url
+    environment instead of spec files.
+
+    An explicit URL that carries a password is refused (spec files and Slurm pickles would hold
+    it), unless it is the one in ``$SCALERL_DB_URL``, which jobs inherit."""
+    from db.engine import redact, resolve_url
 
     if url:
-        return url
+        given = resolve_url(url)
+        if given.password is None:
+            return url
+        env = os.environ.get("SCALERL_DB_URL")
+        if env and resolve_url(env) == given:
+            return None
+        raise ConfigError(
+            "this store URL carries a password, which every job's spec file (and, on Slurm, its "
+            "pickle on the shared filesystem) would then hold",
+            field="--db",
+            value=redact(given),
+            fix="export SCALERL_DB_URL='<the URL>' and drop --db (jobs inherit it), or keep the "
+            "password in ~/.pgpass (PGPASSFILE) and leave it out of the URL",
+        )
     resolved = resolve_url(None)
     if os.environ.get("SCALERL_DB_URL"):
         return None
     if resolved.get_backend_name() == "sqlite" and resolved.database and resolved.database != ":memory:":
         return f"sqlite:///{Path(resolved.database).resolve()}"
     return None
+
+
+def check_store_for(executor: str, db_url: str | None, profile: SlurmProfile) -> None:
+    """Refuse a SQLite store behind Slurm: every compute node would write one file over the shared
+    filesystem, and SQLite's locking (WAL included) does not hold across hosts."""
+    from db.engine import resolve_url
+
+    if executor != "slurm" or profile.allow_sqlite:
+        return
+    url = resolve_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        raise ConfigError(
+            "a Slurm sweep cannot use a SQLite store: its jobs on several nodes would write one "
+            "file over the shared filesystem, where SQLite's locks do not hold",
+            field="--db",
+            value=url.database,
+            fix="pass --db postgresql+psycopg://USER@HOST/DB (or export SCALERL_DB_URL); on a "
+            "single-node testbed set allow_sqlite: true in the Slurm profile",
+        )
 
 
 def prepare(
@@ -95,6 +144,7 @@ def prepare(
     name = executor or sweep.executor
     # The sweep's resources.profile names a cluster; off the cluster only an explicit --profile counts.
     prof = resolve_profile(sweep, profile) if (name == "slurm" or profile) else SlurmProfile()
+    check_store_for(name, db_url, prof)
     state = state_dir or default_state_dir(sweep.sweep)
     specs = run_specs(
         sweep.sweep,

@@ -2,15 +2,19 @@
 
 An importer reads one file a lab exported from its own logging (W&B, TensorBoard, a parsed
 console log) into :class:`ImportedCurve` objects, one per (run, metric). Malformed input raises
-:class:`harness.errors.ImportFormatError` naming the file, the line/column and the fix.
+:class:`harness.errors.ImportFormatError` naming the file, the line/column and the fix. What a
+readable file loses (a corrupt record, a bad or repeated step, a repeated column, NaN/inf values)
+is never dropped silently: it is counted per reason of :data:`LOSS_POLICY` in the file's
+:class:`ImportLosses`, and :func:`read_curves` / ``scalerl import`` refuse it unless allowed.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -35,8 +39,9 @@ SYSTEM_NAMES = (*STEP_NAMES, "_runtime", "_timestamp", "wall_time", "relative ti
 
 @dataclass(frozen=True)
 class ImportedCurve:
-    """One (run, metric) curve. ``steps`` are integers (unique, increasing); ``x`` is the axis the
-    user chose (the step itself by default); ``x_name`` names it as in the source file."""
+    """One (run, metric) curve. ``steps`` are integers (unique, increasing, >= 0); ``x`` is the axis
+    the user chose (the step itself by default); ``x_name`` names it as in the source file.
+    ``values`` may hold NaN / ±inf (logged as such; counted as ``non-finite-value``)."""
 
     source: str
     run: str
@@ -50,39 +55,150 @@ class ImportedCurve:
         return int(self.values.size)
 
 
+# Everything an importer does not turn into a plain finite point, and what it does instead.
+# The unit each reason counts is in brackets.
+LOSS_POLICY: dict[str, str] = {
+    "crc-failure": "dropped: a TensorBoard record whose checksum fails; reading resumes at the next "
+    "sound record [records]",
+    "truncated-tail": "dropped: an incomplete last record (the file was cut short) [records]",
+    "duplicate-column": "dropped: a header column repeated; the first one is kept [columns]",
+    "bad-step": "dropped: a row whose step is not a whole number >= 0 (NaN, ±inf, negative, "
+    "fractional, too large) [rows]",
+    "bad-axis": "dropped: a point whose x value (the chosen axis) is empty, NaN or ±inf: it cannot "
+    "be placed on that axis [points]",
+    "duplicate-step": "dropped: a value logged again at the same step; the last one logged is kept "
+    "(a resumed run re-logs over what it logged before the restart) [points]",
+    "non-finite-value": "kept: a NaN or ±inf value, stored as a non-finite point (value NULL, "
+    "nonfinite flag) as the trainer's own writer does [points]",
+}
+LOSS_REASONS = tuple(LOSS_POLICY)
+_MAX_EXAMPLES = 3
+_INT64_MAX = float(2**63 - 1)
+
+
+@dataclass(frozen=True)
+class ImportLosses:
+    """What one file lost (or kept only with a warning), per reason of :data:`LOSS_POLICY`:
+    ``counts`` maps reason -> count, ``examples`` reason -> the first few places (``line 12``,
+    ``record 40 (byte 1234)``). Falsy when nothing was lost."""
+
+    counts: Mapping[str, int] = field(default_factory=dict)
+    examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return any(self.counts.values())
+
+    def describe(self) -> str:
+        """``duplicate-step 3 (line 5, line 9, line 12, ...); crc-failure 1 (record 40)``."""
+        parts = []
+        for reason in LOSS_REASONS:
+            n = self.counts.get(reason, 0)
+            if n:
+                ex = self.examples.get(reason, ())
+                more = ", ..." if n > len(ex) else ""
+                parts.append(f"{reason} {n} ({', '.join(ex)}{more})" if ex else f"{reason} {n}")
+        return "; ".join(parts)
+
+
+class LossLog:
+    """The mutable collector an importer fills while reading; :meth:`freeze` gives the record.
+    Each entry may name its metric so that a ``--metric`` filter drops the losses it filters out."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[str, str, str | None, int]] = []
+
+    def add(self, reason: str, where: str, *, metric: str | None = None, n: int = 1) -> None:
+        assert reason in LOSS_POLICY, reason
+        self._entries.append((reason, where, metric, n))
+
+    def freeze(self, keep: Callable[[str], bool] | None = None) -> ImportLosses:
+        counts: dict[str, int] = {}
+        examples: dict[str, list[str]] = {}
+        for reason, where, metric, n in self._entries:
+            if keep is not None and metric is not None and not keep(metric):
+                continue
+            counts[reason] = counts.get(reason, 0) + n
+            ex = examples.setdefault(reason, [])
+            if len(ex) < _MAX_EXAMPLES and where not in ex:
+                ex.append(where)
+        return ImportLosses(counts, {r: tuple(e) for r, e in examples.items()})
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What one importer read from one file: its curves and what it lost doing so."""
+
+    source: str
+    format: str
+    curves: tuple[ImportedCurve, ...]
+    losses: ImportLosses
+
+    @property
+    def points(self) -> int:
+        return sum(len(c) for c in self.curves)
+
+
+def check_step(value: float, where: str, losses: LossLog) -> int | None:
+    """The boundary check of every step: a whole number in [0, 2**63). Anything else (NaN, ±inf,
+    negative, fractional, too large) drops its row as ``bad-step`` and returns None."""
+    if math.isnan(value):
+        why = "is not a number"
+    elif math.isinf(value):
+        why = "is infinite"
+    elif value < 0:
+        why = "is negative"
+    elif value != math.floor(value):
+        why = "is not a whole number"
+    elif value > _INT64_MAX:
+        why = "is too large"
+    else:
+        return int(value)
+    losses.add("bad-step", f"{where}: step {value!r} {why}")
+    return None
+
+
 def make_curve(
     source: Path,
     run: str,
     metric: str,
     x_name: str,
-    steps: Sequence[float],
+    steps: Sequence[int],
     x: Sequence[float],
     values: Sequence[float],
+    where: Sequence[str],
+    losses: LossLog,
 ) -> ImportedCurve:
-    """Build a curve sorted by step, keeping the last value logged at a repeated step (what a
-    resumed run re-logs supersedes what it logged before the restart)."""
-    st = np.asarray(steps, dtype=np.float64)
+    """Build a curve sorted by step from points whose steps passed :func:`check_step`. A repeated
+    step keeps the last value logged there (``duplicate-step`` counts the others); NaN / ±inf
+    values are kept (``non-finite-value`` counts them); a point with no finite x is dropped
+    (``bad-axis``). ``where`` locates each point."""
+    st = np.asarray(steps, dtype=np.int64)
     xv = np.asarray(x, dtype=np.float64)
     vv = np.asarray(values, dtype=np.float64)
-    if st.size and not np.array_equal(st, np.round(st)):
-        bad = float(st[st != np.round(st)][0])
-        raise ImportFormatError(
-            f"{source}: run {run!r} metric {metric!r}: step {bad!r} is not a whole number "
-            "(fix: use an integer step column, or pass --axis-column for a fractional x axis)"
-        )
     order = np.argsort(st, kind="stable")
     st, xv, vv = st[order], xv[order], vv[order]
+    placed = np.isfinite(xv)
+    for i in np.flatnonzero(~placed).tolist():
+        losses.add("bad-axis", f"{where[order[i]]}: {x_name} {float(xv[i])!r}", metric=metric)
+    order, st, xv, vv = order[placed], st[placed], xv[placed], vv[placed]
     last = np.ones(st.size, dtype=bool)
     if st.size > 1:
         last[:-1] = st[1:] != st[:-1]
-    return ImportedCurve(str(source), run, metric, x_name, st[last].astype(np.int64), xv[last], vv[last])
+    for i in np.flatnonzero(~last).tolist():
+        losses.add("duplicate-step", f"{where[order[i]]}: step {int(st[i])}", metric=metric)
+    st, xv, vv = st[last], xv[last], vv[last]
+    for i in np.flatnonzero(~np.isfinite(vv)).tolist():
+        kept = int(order[np.flatnonzero(last)[i]])
+        losses.add("non-finite-value", f"{where[kept]}: {metric} {float(vv[i])!r}", metric=metric)
+    return ImportedCurve(str(source), run, metric, x_name, st, xv, vv)
 
 
-def parse_float(text: str, path: Path, line: int, column: str) -> float:
-    """A numeric cell; empty means "not logged here" (NaN); anything else non-numeric is an error."""
+def parse_float(text: str, path: Path, line: int, column: str) -> float | None:
+    """A numeric cell; empty means "not logged here" (None); ``nan`` / ``inf`` are values; anything
+    else non-numeric is an error."""
     text = text.strip()
     if not text:
-        return float("nan")
+        return None
     try:
         return float(text)
     except ValueError:
@@ -92,13 +208,30 @@ def parse_float(text: str, path: Path, line: int, column: str) -> float:
         ) from None
 
 
+def first_columns(header: Sequence[str], path: Path, losses: LossLog) -> dict[int, str]:
+    """The header's columns by position, keeping the first of a repeated name and counting the
+    others as ``duplicate-column`` (named with both 1-based positions)."""
+    seen: dict[str, int] = {}
+    kept: dict[int, str] = {}
+    for j, name in enumerate(header):
+        if name in seen:
+            losses.add("duplicate-column", f"column {name!r} at {seen[name] + 1} and {j + 1}")
+            continue
+        seen[name] = j
+        kept[j] = name
+    return kept
+
+
 def is_step_name(name: str) -> bool:
     return name.strip().lower() in STEP_NAMES
 
 
 class CurveImporter(ABC):
     """One file format. Contract: :meth:`sniff` is cheap and never raises; :meth:`read` returns
-    every curve in the file (filtered by ``metric``, a name or glob) or raises ImportFormatError."""
+    every curve in the file or raises ImportFormatError when the file cannot be read at all. What
+    it skips or keeps only with a warning (:data:`LOSS_POLICY`) it records in ``losses``, never
+    silently: every step goes through :func:`check_step`, every curve through :func:`make_curve`,
+    every CSV header through :func:`first_columns`."""
 
     name: ClassVar[str]
     # Detection tries more specific formats first (lower first).
@@ -108,7 +241,7 @@ class CurveImporter(ABC):
     def sniff(self, path: Path, head: bytes) -> bool: ...
 
     @abstractmethod
-    def read(self, path: Path, *, axis_column: str | None = None) -> list[ImportedCurve]: ...
+    def read(self, path: Path, *, axis_column: str | None, losses: LossLog) -> list[ImportedCurve]: ...
 
 
 IMPORTERS: dict[str, type[CurveImporter]] = {}
@@ -151,23 +284,56 @@ def get_importer(name: str) -> CurveImporter:
     return reg[name]()
 
 
+def read_file(
+    path: str | Path,
+    *,
+    fmt: str | None = None,
+    metric: str | None = None,
+    axis_column: str | None = None,
+) -> ImportResult:
+    """Read every curve of one file (format auto-detected unless ``fmt``), optionally keeping only
+    metrics equal to / matching the glob ``metric``, with what was lost reading it (losses of
+    metrics the filter drops are not counted). Empty curves are left out."""
+    p = Path(path)
+    importer = get_importer(fmt) if fmt else detect(p)
+    log = LossLog()
+    curves = importer.read(p, axis_column=axis_column, losses=log)
+    keep: Callable[[str], bool] | None = None
+    if metric is not None:
+        pattern = metric
+
+        def keep(name: str) -> bool:
+            return name == pattern or fnmatch.fnmatchcase(name, pattern)
+
+        kept = [c for c in curves if keep(c.metric)]
+        if not kept:
+            found = sorted({c.metric for c in curves})
+            shown = ", ".join(found[:12]) + (" ..." if len(found) > 12 else "")
+            raise ImportFormatError(f"{p}: no metric matches {metric!r} (fix: use one of: {shown})")
+        curves = kept
+    return ImportResult(str(p), importer.name, tuple(c for c in curves if len(c)), log.freeze(keep))
+
+
 def read_curves(
     path: str | Path,
     *,
     fmt: str | None = None,
     metric: str | None = None,
     axis_column: str | None = None,
+    allow_partial: bool = False,
 ) -> list[ImportedCurve]:
-    """Read every curve of one file (format auto-detected unless ``fmt``), optionally keeping only
-    metrics equal to / matching the glob ``metric``."""
-    p = Path(path)
-    importer = get_importer(fmt) if fmt else detect(p)
-    curves = importer.read(p, axis_column=axis_column)
-    if metric is not None:
-        kept = [c for c in curves if c.metric == metric or fnmatch.fnmatchcase(c.metric, metric)]
-        if not kept:
-            found = sorted({c.metric for c in curves})
-            shown = ", ".join(found[:12]) + (" ..." if len(found) > 12 else "")
-            raise ImportFormatError(f"{p}: no metric matches {metric!r} (fix: use one of: {shown})")
-        curves = kept
-    return [c for c in curves if len(c)]
+    """The curves of :func:`read_file`. Raises ImportFormatError naming every loss (reason, count,
+    where) when the file lost anything, unless ``allow_partial`` (then what is sound is returned)."""
+    result = read_file(path, fmt=fmt, metric=metric, axis_column=axis_column)
+    if result.losses and not allow_partial:
+        raise ImportFormatError(partial_message([result]))
+    return list(result.curves)
+
+
+def partial_message(results: Sequence[ImportResult]) -> str:
+    """The error for files that lost data: each file, each reason with its count and places."""
+    lost = "; ".join(f"{r.source}: {r.losses.describe()}" for r in results if r.losses)
+    return (
+        f"{lost} (fix: repair or re-export the file, or pass --allow-partial to import what is "
+        "sound; reasons: harness.importers.base.LOSS_POLICY)"
+    )

@@ -13,14 +13,17 @@ step". ``axis_column`` picks another key as the x axis (a cumulative one such as
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ImportFormatError
 from harness.importers.base import (
     SYSTEM_NAMES,
     CurveImporter,
     ImportedCurve,
+    LossLog,
+    check_step,
     is_step_name,
     make_curve,
     register,
@@ -54,7 +57,7 @@ class JsonLinesImporter(CurveImporter):
             return False
         return isinstance(obj, dict) and _step_key(list(obj)) is not None
 
-    def read(self, path: Path, *, axis_column: str | None = None) -> list[ImportedCurve]:
+    def read(self, path: Path, *, axis_column: str | None, losses: LossLog) -> list[ImportedCurve]:
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as err:
@@ -64,7 +67,7 @@ class JsonLinesImporter(CurveImporter):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, object_pairs_hook=_first_keys(f"line {lineno}", losses))
             except json.JSONDecodeError as err:
                 raise ImportFormatError(
                     f"{path}:{lineno}: not a JSON object ({err.msg}) (fix: one JSON object per line)"
@@ -93,18 +96,23 @@ class JsonLinesImporter(CurveImporter):
                     f"(fix: use one of {keys[:10]}{' ...' if len(keys) > 10 else ''})"
                 )
             x_key = axis_column
-        steps: list[float] = []
+        steps: list[int] = []
         xs: list[float] = []
+        where: list[str] = []
         kept: list[dict[str, object]] = []
         for lineno, obj in rows:
-            step = _number(obj.get(step_key), path, lineno, step_key)
-            if math.isnan(step):
+            raw_step = _number(obj.get(step_key), path, lineno, step_key)
+            if raw_step is None:
                 raise ImportFormatError(f"{path}:{lineno}: no {step_key!r} (fix: every line needs its step)")
+            step = check_step(raw_step, f"line {lineno}", losses)
+            if step is None:
+                continue
             x = _number(obj.get(x_key), path, lineno, x_key)
-            if math.isnan(x):
+            if x is None:
                 continue  # a line without the chosen axis cannot be placed on it
             steps.append(step)
             xs.append(x)
+            where.append(f"line {lineno}")
             kept.append(obj)
         run = path.parent.name if path.stem in ("processed_metrics", "metrics") else path.stem
         curves = []
@@ -114,25 +122,45 @@ class JsonLinesImporter(CurveImporter):
             vals = [obj.get(key) for obj in kept]
             if not all(v is None or _is_number(v) for v in vals):
                 continue  # a text, bool or nested field (a run name, a config) is not a metric
-            pts = [(s, x, float(v)) for s, x, v in zip(steps, xs, vals, strict=True) if v is not None]  # type: ignore[arg-type]
-            pts = [p for p in pts if not math.isnan(p[2])]
-            if pts:
-                curves.append(
-                    make_curve(
-                        path, run, key, x_key, [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts]
-                    )
-                )
+            st: list[int] = []
+            xv: list[float] = []
+            vv: list[float] = []
+            wh: list[str] = []
+            for s, x, v, w in zip(steps, xs, vals, where, strict=True):
+                if v is not None:  # null or absent: not logged at this step
+                    st.append(s)
+                    xv.append(x)
+                    vv.append(float(v))  # type: ignore[arg-type]
+                    wh.append(w)
+            if st:
+                curves.append(make_curve(path, run, key, x_key, st, xv, vv, wh, losses))
         return curves
+
+
+def _first_keys(where: str, losses: LossLog) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A JSON object hook that keeps the first of a repeated key (``json`` keeps the last) and
+    counts the others as ``duplicate-column``."""
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                losses.add("duplicate-column", f"{where}: key {key!r} repeated", metric=key)
+            else:
+                out[key] = value
+        return out
+
+    return hook
 
 
 def _is_number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _number(v: object, path: Path, lineno: int, key: str) -> float:
-    """A step or axis value; null or absent is NaN, anything else non-numeric is an error."""
+def _number(v: object, path: Path, lineno: int, key: str) -> float | None:
+    """A step or axis value; null or absent is None, anything else non-numeric is an error."""
     if v is None:
-        return math.nan
+        return None
     if not _is_number(v):
         raise ImportFormatError(
             f"{path}:{lineno}: key {key!r}: {v!r} is not a number (fix: log numeric values)"

@@ -5,18 +5,24 @@ This is what a lab gets by parsing its trainer's console output (e.g. verl's
 the file's stem. The step column is the first column whose name is a known step name (``step``,
 ``global_step``, ``_step``, ``iteration``); every other numeric column is a metric, and empty cells
 mean "not logged at this step". ``axis_column`` picks another column as the x axis (its values are
-used as they are, so pass a cumulative quantity: a per-step duration is not a compute axis).
+used as they are, so pass a cumulative quantity: a per-step duration is not a compute axis). A cell
+reading ``nan`` / ``inf`` is a logged value, not an empty one; repeated columns, bad or repeated
+steps and non-finite values are counted as in :data:`harness.importers.base.LOSS_POLICY`.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from harness.errors import ImportFormatError
 from harness.importers.base import (
     CurveImporter,
     ImportedCurve,
+    LossLog,
+    check_step,
+    first_columns,
     is_step_name,
     make_curve,
     parse_float,
@@ -33,7 +39,7 @@ class ParsedCsvImporter(CurveImporter):
         cols = [c.strip().strip('"') for c in first.split(",")]
         return path.suffix.lower() == ".csv" and any(is_step_name(c) for c in cols)
 
-    def read(self, path: Path, *, axis_column: str | None = None) -> list[ImportedCurve]:
+    def read(self, path: Path, *, axis_column: str | None, losses: LossLog) -> list[ImportedCurve]:
         try:
             with path.open(newline="", encoding="utf-8") as fh:
                 rows = list(csv.reader(fh))
@@ -42,7 +48,8 @@ class ParsedCsvImporter(CurveImporter):
         if not rows:
             raise ImportFormatError(f"{path}:1: empty file (fix: export the parsed log with a header row)")
         header = [h.strip() for h in rows[0]]
-        step_idx = next((j for j, h in enumerate(header) if is_step_name(h)), None)
+        columns = first_columns(header, path, losses)
+        step_idx = next((j for j, h in columns.items() if is_step_name(h)), None)
         if step_idx is None:
             raise ImportFormatError(
                 f"{path}:1: no step column in header {header[:6]} (fix: name the step column 'step')"
@@ -55,9 +62,10 @@ class ParsedCsvImporter(CurveImporter):
                     f"(fix: use one of {header[:10]}{' ...' if len(header) > 10 else ''})"
                 )
             x_idx = header.index(axis_column)
-        steps: list[float] = []
+        steps: list[int] = []
         xs: list[float] = []
-        table: list[list[float]] = []
+        where: list[str] = []
+        table: list[list[float | None]] = []
         for lineno, row in enumerate(rows[1:], start=2):
             if not row or all(not c.strip() for c in row):
                 continue
@@ -66,30 +74,37 @@ class ParsedCsvImporter(CurveImporter):
                     f"{path}:{lineno}: {len(row)} cells but the header has {len(header)} "
                     "(fix: quote cells that contain commas, or re-parse the log)"
                 )
-            vals = [parse_float(c, path, lineno, header[j]) for j, c in enumerate(row)]
-            if vals[step_idx] != vals[step_idx]:
+            vals = [parse_float(row[j], path, lineno, name) for j, name in columns.items()]
+            by_col = dict(zip(columns, vals, strict=True))
+            raw_step = by_col[step_idx]
+            if raw_step is None:
                 raise ImportFormatError(
                     f"{path}:{lineno}: column {header[step_idx]!r} is empty (fix: every row needs its step)"
                 )
-            steps.append(vals[step_idx])
-            xs.append(vals[x_idx])
-            table.append(vals)
+            step = check_step(raw_step, f"line {lineno}", losses)
+            if step is None:
+                continue
+            steps.append(step)
+            x = by_col[x_idx]
+            xs.append(math.nan if x is None else x)
+            where.append(f"line {lineno}")
+            table.append([by_col[j] for j in columns])
         run = path.stem.removesuffix("_parsed")
         curves = []
-        for j, name in enumerate(header):
+        for k, (j, name) in enumerate(columns.items()):
             if j in (step_idx, x_idx):
                 continue
-            pts = [(s, x, r[j]) for s, x, r in zip(steps, xs, table, strict=True) if r[j] == r[j]]
-            if pts:
-                curves.append(
-                    make_curve(
-                        path,
-                        run,
-                        name,
-                        header[x_idx],
-                        [p[0] for p in pts],
-                        [p[1] for p in pts],
-                        [p[2] for p in pts],
-                    )
-                )
+            st: list[int] = []
+            xv: list[float] = []
+            vals_k: list[float] = []
+            wh: list[str] = []
+            for s, x, r, w in zip(steps, xs, table, where, strict=True):
+                v = r[k]
+                if v is not None:  # an empty cell: not logged at this step
+                    st.append(s)
+                    xv.append(x)
+                    vals_k.append(v)
+                    wh.append(w)
+            if st:
+                curves.append(make_curve(path, run, name, header[x_idx], st, xv, vals_k, wh, losses))
         return curves

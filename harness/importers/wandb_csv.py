@@ -6,12 +6,14 @@ cell is empty on rows where it logged nothing, so each run keeps only its non-em
 (``_step``, ``_runtime``, ``_timestamp``) are axes, not metrics: when the x axis is not a step,
 the run's own ``_step`` series (if exported) gives each point its step; otherwise points are
 numbered 0, 1, 2, ... in x order. ``axis_column`` may name the first column or a per-run series
-(``_step``, ``_runtime``) to use as x instead.
+(``_step``, ``_runtime``) to use as x instead. Repeated columns, bad or repeated steps and NaN /
+±inf cells are counted as in :data:`harness.importers.base.LOSS_POLICY`.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -20,6 +22,9 @@ from harness.importers.base import (
     SYSTEM_NAMES,
     CurveImporter,
     ImportedCurve,
+    LossLog,
+    check_step,
+    first_columns,
     is_step_name,
     make_curve,
     parse_float,
@@ -38,7 +43,7 @@ class WandbCsvImporter(CurveImporter):
         first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
         return path.suffix.lower() == ".csv" and _SEP in first and ("__MIN" in first or '" - ' in first)
 
-    def read(self, path: Path, *, axis_column: str | None = None) -> list[ImportedCurve]:
+    def read(self, path: Path, *, axis_column: str | None, losses: LossLog) -> list[ImportedCurve]:
         try:
             with path.open(newline="", encoding="utf-8") as fh:
                 rows = list(csv.reader(fh))
@@ -52,8 +57,8 @@ class WandbCsvImporter(CurveImporter):
         header = rows[0]
         x_col = header[0]
         series: dict[tuple[str, str], int] = {}
-        for j, name in enumerate(header[1:], start=1):
-            if name.endswith("__MIN") or name.endswith("__MAX"):
+        for j, name in first_columns(header, path, losses).items():
+            if j == 0 or name.endswith("__MIN") or name.endswith("__MAX"):
                 continue
             if _SEP not in name:
                 raise ImportFormatError(
@@ -61,7 +66,7 @@ class WandbCsvImporter(CurveImporter):
                     "(fix: this looks like a plain CSV; import it with --format csv)"
                 )
             run, metric = name.rsplit(_SEP, 1)
-            series[(run.strip(), metric.strip())] = j
+            series.setdefault((run.strip(), metric.strip()), j)
         runs = sorted({r for r, _ in series}, key=lambda r: min(series[k] for k in series if k[0] == r))
         use_own_axis = axis_column not in (None, x_col)
         if use_own_axis and not all((r, axis_column) in series for r in runs):
@@ -71,7 +76,9 @@ class WandbCsvImporter(CurveImporter):
                 f"{sorted({m for _, m in series if m.lower() in SYSTEM_NAMES})})"
             )
         x_name = str(axis_column) if use_own_axis else x_col
-        cells: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
+        # A run's points are numbered 0, 1, 2, ... when no column gives their step.
+        numbered = {r: not (is_step_name(x_col) or (r, "_step") in series) for r in runs}
+        cells: dict[tuple[str, str], list[tuple[int, float, float, str]]] = defaultdict(list)
         for lineno, row in enumerate(rows[1:], start=2):
             if not row:
                 continue
@@ -82,26 +89,49 @@ class WandbCsvImporter(CurveImporter):
                 )
             x_val = parse_float(row[0], path, lineno, x_col)
             for run in runs:
+                values = {
+                    metric: v
+                    for (r, metric), j in series.items()
+                    if r == run
+                    and metric.lower() not in SYSTEM_NAMES
+                    and (v := parse_float(row[j], path, lineno, header[j])) is not None
+                }
+                if not values:
+                    continue  # this run logged nothing on this row
+                where = f"line {lineno}"
                 step_col = series.get((run, "_step"))
-                step = parse_float(row[step_col], path, lineno, header[step_col]) if step_col else x_val
+                raw_step = parse_float(row[step_col], path, lineno, header[step_col]) if step_col else x_val
+                step = 0
+                if not numbered[run]:
+                    if raw_step is None:
+                        numbered[run] = True  # no step on a row that has values: number them all
+                    else:
+                        checked = check_step(raw_step, f"{where} ({run})", losses)
+                        if checked is None:
+                            continue
+                        step = checked
                 own_x = (
                     parse_float(row[series[(run, str(axis_column))]], path, lineno, str(axis_column))
                     if use_own_axis
                     else x_val
                 )
-                for (r, metric), j in series.items():
-                    if r != run or metric.lower() in SYSTEM_NAMES:
-                        continue
-                    v = parse_float(row[j], path, lineno, header[j])
-                    if v == v:  # not NaN: this run logged this metric on this row
-                        cells[(run, metric)].append((step, own_x, v))
+                x = math.nan if own_x is None else own_x
+                for metric, v in values.items():
+                    cells[(run, metric)].append((step, x, v, where))
         curves = []
         for (run, metric), pts in cells.items():
-            step_is_x = is_step_name(x_col) or (run, "_step") in series
-            steps = [p[0] for p in pts]
-            if not step_is_x or any(st != st for st in steps):  # no usable step: number the points
-                steps = list(range(len(pts)))
+            steps = list(range(len(pts))) if numbered[run] else [p[0] for p in pts]
             curves.append(
-                make_curve(path, run, metric, x_name, steps, [p[1] for p in pts], [p[2] for p in pts])
+                make_curve(
+                    path,
+                    run,
+                    metric,
+                    x_name,
+                    steps,
+                    [p[1] for p in pts],
+                    [p[2] for p in pts],
+                    [p[3] for p in pts],
+                    losses,
+                )
             )
         return curves

@@ -12,7 +12,7 @@ each parameter sets::
       sampler: {type: tpe, seed: 0}            # tpe | cmaes | random | grid
       n_trials: 12
       objective: {kind: forecast, at: 3.0e12, direction: maximize}   # forecast | fitted_a | final
-      pruner: {type: forecast, min_points: 8}  # forecast | median | hyperband | none
+      pruner: {type: forecast, options: {level: 0.9}}  # forecast | median | hyperband | none
       workers: 2                                # processes (local) or array tasks (slurm)
 
 The objective is read from the fit section's metric on its axis: ``forecast`` is the value

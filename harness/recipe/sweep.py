@@ -106,6 +106,8 @@ class Resources(Frozen):
     gpus: NonNegativeInt = 0
     mem_gb: PositiveFloat = 4.0
     time_min: PositiveInt = 60
+    nodes: PositiveInt = Field(1, description="nodes per run (multi-node: rank 0 owns the run)")
+    tasks_per_node: PositiveInt = Field(1, description="processes per node (srun tasks)")
     profile: str | None = Field(None, description="a slurm/ profile name (partition, account, qos)")
 
 
@@ -184,7 +186,9 @@ class LoadedSweep:
 class SweepSpec(Frozen):
     """One sweep file, validated. ``base_recipe`` etc. are attached by the loader (not YAML keys)."""
 
-    sweep: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    # A name starts with a letter or digit ("." and ".." would name folders above the state dir) and
+    # stays short enough for a file name, a Slurm job name and the store's key.
+    sweep: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
     base: str = Field(min_length=1, description="baseline recipe path, relative to the sweep file")
     overrides: dict[str, Any] = Field(default_factory=dict)
     design: str = "loo"

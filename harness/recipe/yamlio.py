@@ -81,7 +81,34 @@ def _line(node: yaml.Node) -> int:
     return int(node.start_mark.line) + 1
 
 
-def _build(loader: _Loader, node: yaml.Node, path: KeyPath, file: str, sources: SourceMap) -> Any:
+# Bounds on one document. Aliases let a few hundred bytes name billions of values ("billion
+# laughs": 9 levels of 9 aliases); a recipe or sweep has a few hundred. Both limits are far above
+# any real file and far below what hurts a 2-core machine.
+MAX_DOCUMENT_BYTES = 1 << 20
+MAX_VALUES = 100_000
+
+
+class _Budget:
+    def __init__(self, file: str) -> None:
+        self.left = MAX_VALUES
+        self.file = file
+
+    def spend(self, node: yaml.Node) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise ConfigError(
+                f"the document expands to more than {MAX_VALUES:,} values (YAML aliases or merge "
+                "keys repeated inside each other?)",
+                file=self.file,
+                line=_line(node),
+                fix="write the values out, or use fewer nested aliases (&name / *name)",
+            )
+
+
+def _build(
+    loader: _Loader, node: yaml.Node, path: KeyPath, file: str, sources: SourceMap, budget: _Budget
+) -> Any:
+    budget.spend(node)
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)  # resolves YAML merge keys (<<) the way SafeLoader does
         out: dict[Any, Any] = {}
@@ -109,13 +136,13 @@ def _build(loader: _Loader, node: yaml.Node, path: KeyPath, file: str, sources: 
                     fix="keep one of the two entries",
                 )
             sources.entries[(*path, key)] = Source(file, _line(key_node))
-            out[key] = _build(loader, value_node, (*path, key), file, sources)
+            out[key] = _build(loader, value_node, (*path, key), file, sources, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
             sources.entries[(*path, i)] = Source(file, _line(item))
-            items.append(_build(loader, item, (*path, i), file, sources))
+            items.append(_build(loader, item, (*path, i), file, sources, budget))
         return items
     return loader.construct_object(node, deep=True)
 
@@ -126,13 +153,20 @@ def parse_yaml(text: str, file: str, *, line_offset: int = 0) -> tuple[Any, Sour
     Raises :class:`ConfigError` naming the file and line on syntax errors and duplicate keys.
     """
     sources = SourceMap()
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_DOCUMENT_BYTES:
+        raise ConfigError(
+            f"the document is {size:,} bytes, more than the {MAX_DOCUMENT_BYTES:,} a recipe or sweep may be",
+            file=file,
+            fix="split it, or check that this is the file you meant",
+        )
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None, sources
         sources.entries[()] = Source(file, _line(node) + line_offset)
-        data = _build(loader, node, (), file, sources)
+        data = _build(loader, node, (), file, sources, _Budget(file))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = int(mark.line) + 1 if mark is not None else None

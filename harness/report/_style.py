@@ -77,3 +77,26 @@ def variant_colors(variants: Iterable[str], baseline: str = "baseline") -> dict[
 
 def verdict_color(verdict: object) -> str:
     return VERDICT_COLORS.get(str(verdict), "#8c564b")
+
+
+def anchor_id(variant: object) -> str:
+    """A stable HTML id for a variant's panel: ``panel-`` + a slug + a short hash (unique even
+    when two names slug alike; safe in ``id`` and ``href`` without escaping)."""
+    import hashlib
+    import re
+
+    name = str(variant)
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:40] or "variant"
+    return f"panel-{slug}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+
+
+def wrap_lines(text: object, width: int = 100, max_lines: int = 5) -> list[str]:
+    """User text wrapped to ``width`` characters, each line escaped (for ``<br>``-joined labels);
+    past ``max_lines`` the last line ends with an ellipsis."""
+    import textwrap
+
+    raw = "" if text is None or (isinstance(text, float) and math.isnan(text)) else str(text)
+    lines = textwrap.wrap(raw, width) or []
+    if len(lines) > max_lines:
+        lines = [*lines[: max_lines - 1], lines[max_lines - 1][: width - 1] + "…"]
+    return [esc(line) for line in lines]

@@ -62,6 +62,19 @@ def compute_fits(
     return axis, fits, verdicts, list(result.notes)
 
 
+def load_diagnostics(store: Any, sweep: str) -> pd.DataFrame:
+    """The points of every diagnostic the report draws
+    (:data:`harness.report.diagnostics.DIAGNOSTIC_PANELS`), ``db.queries.curves`` columns; an
+    empty frame when the sweep logged none."""
+    from db import queries
+    from harness.report.diagnostics import DIAGNOSTIC_PANELS
+
+    # One query per diagnostic: reading every metric of a lab-scale sweep would be far larger.
+    parts = [queries.curves(store, sweep, metric=m) for m in DIAGNOSTIC_PANELS]
+    parts = [d for d in parts if not d.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
 def load_report_data(
     store: Any,
     sweep: str,
@@ -95,12 +108,7 @@ def load_report_data(
         logged = sorted(map(str, queries.curves(store, sweep, run_ids=[sample])["metric"].unique()))
         raise ConfigError(f"sweep {sweep!r} has no points for this metric", field="--metric", value=metric,
                           fix=f"use one that its runs log: {', '.join(logged)}")  # fmt: skip
-    from harness.report.diagnostics import DIAGNOSTIC_PANELS
-
-    # One query per diagnostic: reading every metric of a lab-scale sweep would be far larger.
-    diag_parts = [queries.curves(store, sweep, metric=m) for m in DIAGNOSTIC_PANELS]
-    diag_parts = [d for d in diag_parts if not d.empty]
-    diagnostics = pd.concat(diag_parts, ignore_index=True) if diag_parts else pd.DataFrame()
+    diagnostics = load_diagnostics(store, sweep)
     stored_fits = queries.fits(store, sweep)
     stored_verdicts = queries.verdicts(store, sweep)
     chosen = axis or stored_axis(stored_fits, metric)

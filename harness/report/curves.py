@@ -206,28 +206,56 @@ def _add_fit(
     extrapolate_factor: float,
     points: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> None:
+    variant = str(fit["variant"])
+    run_id = fit.get("run_id")
+    label = esc(variant) if run_id is None or pd.isna(run_id) else esc(run_id)
+    for trace in fit_traces(
+        fit, colors.get(variant, "#000"), x_min=x_min, x_max=x_max,
+        extrapolate_factor=extrapolate_factor, points=points, label=label,
+    ):  # fmt: skip
+        fig.add_trace(trace)
+
+
+def fit_traces(
+    fit: pd.Series,
+    color: str,
+    *,
+    x_min: float,
+    x_max: float,
+    extrapolate_factor: float = 4.0,
+    points: tuple[np.ndarray, np.ndarray] | None = None,
+    label: str | None = None,
+    legend: bool = True,
+) -> list[go.Scatter]:
+    """The traces of one fit row: the fitted sigmoid over the data (solid, from its window start
+    to ``x_max``), the forecast beyond it (dashed, up to ``extrapolate_factor * x_max``) and one
+    band (parameter box over the data, forecast interval beyond).
+
+    ``points`` (compute, value) are the fit's data; with them the dashed part is
+    :func:`harness.analysis.forecast_curve`, without them the fitted sigmoid. A fit whose status
+    is not confident gives a single legend-only trace naming the status and its reason. Names are
+    ``fit L``, ``extrapolation L`` and ``interval L`` with ``L`` = ``label`` (escaped by the
+    caller; default the escaped variant); all share the variant's legend group.
+    """
     import plotly.graph_objects as go
 
     from harness.analysis.forecaster import forecast_curve
 
     variant = str(fit["variant"])
-    color = colors.get(variant, "#000")
-    run_id = fit.get("run_id")
-    label = esc(variant) if run_id is None or pd.isna(run_id) else esc(run_id)
+    label = esc(variant) if label is None else label
     common: dict[str, Any] = {"legendgroup": esc(variant), "legendgrouptitle_text": esc(variant)}
     status = str(fit.get("status") or "")
     a, b, c_mid = _num(fit.get("a")), _num(fit.get("b")), _num(fit.get("c_mid"))
     if status not in CONFIDENT_STATUSES or a is None or b is None or c_mid is None:
         # Never draw a confident ceiling from a fit that cannot pin one: a legend entry names the
         # status and its reason instead.
-        fig.add_trace(
+        return [
             go.Scatter(
                 x=[None], y=[None], mode="lines", line={"color": color, "dash": "dot"},
                 name=f"fit {label}: {esc(status or 'no fit')} ({esc(fit.get('reason'))})"[:160],
                 **common,
             )
-        )  # fmt: skip
-        return
+        ]  # fmt: skip
     r0 = _num(fit.get("r0")) or 0.0
     start = max(_num(fit.get("window_start")) or x_min, x_min)
     data_x = np.geomspace(start, x_max, 120) if x_max > start else np.array([x_max])
@@ -235,22 +263,24 @@ def _add_fit(
         f"fit {label}: A={fmt(a)} {fmt_interval(fit.get('a_lo'), fit.get('a_hi'))}, "
         f"B={fmt(b)} {fmt_interval(fit.get('b_lo'), fit.get('b_hi'))}, C_mid={fmt(c_mid)}"
     )
-    fig.add_trace(
+    traces = [
         go.Scatter(
             x=data_x, y=sigmoid(data_x, r0, a, b, c_mid), mode="lines", name=f"fit {label}",
-            line={"color": color, "width": 3}, hovertemplate=head + "<extra></extra>", **common,
+            line={"color": color, "width": 3}, hovertemplate=head + "<extra></extra>",
+            showlegend=legend, **common,
         )
-    )  # fmt: skip
+    ]  # fmt: skip
     ext_x = np.geomspace(x_max, x_max * max(extrapolate_factor, 1.0), 80)
     forecast = None if points is None else forecast_curve(points[0], points[1], ext_x, level=FORECAST_LEVEL)
     if forecast is not None and not forecast.ok:
         forecast = None
-    fig.add_trace(
+    traces.append(
         go.Scatter(
             x=ext_x, y=sigmoid(ext_x, r0, a, b, c_mid) if forecast is None else forecast.value,
             mode="lines", name=f"extrapolation {label}",
-            line={"color": color, "width": 2, "dash": "dash"}, hovertemplate=head + "<extra></extra>",
-            **common,
+            line={"color": color, "width": 2, "dash": "dash"},
+            hovertemplate=head + "<br>forecast C=%{x:.4g}: %{y:.4f}<extra></extra>",
+            showlegend=legend, **common,
         )
     )  # fmt: skip
     band_x = np.concatenate([data_x, ext_x[1:]])
@@ -263,12 +293,13 @@ def _add_fit(
             np.concatenate([inside[1][: data_x.size], forecast.hi[1:]]),
         )
     if band is None:
-        return
+        return traces
     lo, hi = band
-    fig.add_trace(
+    traces.append(
         go.Scatter(
             x=np.concatenate([band_x, band_x[::-1]]), y=np.concatenate([hi, lo[::-1]]),
             fill="toself", fillcolor=color, opacity=0.15, line={"width": 0}, mode="lines",
-            name=f"interval {label}", hoverinfo="skip", **common,
+            name=f"interval {label}", hoverinfo="skip", showlegend=legend, **common,
         )
     )  # fmt: skip
+    return traces

@@ -32,7 +32,21 @@ DIAGNOSTIC_PANELS: dict[str, str] = {
     "diag/retired_prompts": "prompts retired (cumulative)",
     "train/truncation_rate": "truncation rate",
     "train/interruption_rate": "interruption rate",
+    "train/response_len": "response length (tokens)",
 }
+
+# The metric(s) that show each knob of harness.recipe.schema acted, whatever it did to the reward.
+KNOB_DIAGNOSTICS: dict[str, tuple[str, ...]] = {
+    "pipeline": ("diag/lag_mean",),
+    "loss": ("diag/clip_share",),
+    "lm_head": ("diag/logp_abs_diff",),
+    "aggregation": ("train/response_len",),
+    "advantage_norm": ("diag/adv_std",),
+    "zero_variance_filter": ("diag/zero_var_share",),
+    "length_control": ("train/truncation_rate", "train/interruption_rate"),
+    "no_positive_resampling": ("diag/retired_prompts",),
+}
+_DASHES = ("solid", "dash")
 
 
 def diagnostics_figure(frame: pd.DataFrame, *, baseline: str = "baseline", cols: int = 3) -> go.Figure:
@@ -70,4 +84,75 @@ def diagnostics_figure(frame: pd.DataFrame, *, baseline: str = "baseline", cols:
             )  # fmt: skip
         fig.update_xaxes(title_text="step" if row == rows else None, row=row, col=col)
     fig.update_layout(height=260 * rows, margin={"t": 40, "l": 40, "r": 20, "b": 40}, legend_title="variant")
+    return fig
+
+
+def _message(fig: go.Figure, text: str) -> go.Figure:
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 12, "color": "#555"})  # fmt: skip
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def mechanism_figure(
+    frame: pd.DataFrame,
+    variant: str,
+    knob: str | None,
+    *,
+    baseline: str = "baseline",
+    colors: dict[str, str] | None = None,
+    height: int = 470,
+) -> go.Figure:
+    """The diagnostic that proves ``knob`` acted, for ``variant`` against ``baseline``: the mean
+    over seeds at each step of the metric(s) :data:`KNOB_DIAGNOSTICS` names for the knob, from
+    ``frame`` (``db.queries.curves`` columns). The title gives each line's mean over the second
+    half of training; ``colors`` maps variant to colour (default: the
+    report's palette over the two). A knob without a known diagnostic, or a sweep that did not log it, gets a
+    figure that says so instead of empty axes."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    fig.update_layout(template="plotly_white", height=height, margin={"t": 74, "l": 56, "r": 12, "b": 50},
+                      showlegend=False)  # fmt: skip
+    wanted = KNOB_DIAGNOSTICS.get(str(knob), ()) if knob else ()
+    if not wanted:
+        return _message(fig, f"no mechanism diagnostic is known for knob {esc(knob or variant)}")
+    data = (
+        frame[frame["metric"].isin(wanted) & frame["variant"].isin([baseline, variant])]
+        if not frame.empty
+        else frame
+    )
+    present = [m for m in wanted if not data.empty and (data["metric"] == m).any()]
+    if not present:
+        names = ", ".join(wanted)
+        return _message(
+            fig, f"{esc(names)} not logged for this sweep<br>(diag/* metrics come from the reference trainer)"
+        )
+    colors = {**variant_colors([baseline, variant], baseline), **(colors or {})}
+    means = data.groupby(["metric", "variant", "step"], sort=True)["value"].mean().reset_index()
+    summary = []
+    for i, metric in enumerate(present):
+        for name in (baseline, variant):
+            part = means[(means["metric"] == metric) & (means["variant"] == name)]
+            if part.empty:
+                continue
+            late = part[part["step"] >= part["step"].max() / 2]["value"].mean()
+            summary.append(f'<span style="color:{colors[name]}">{esc(name)} {late:.3g}</span>')
+            fig.add_trace(
+                go.Scatter(
+                    x=part["step"].tolist(), y=part["value"].tolist(), mode="lines",
+                    name=f"{esc(name)} · {esc(metric)}",
+                    line={"color": colors[name], "width": 2, "dash": _DASHES[i % len(_DASHES)]},
+                    hovertemplate=f"{esc(name)}<br>{esc(metric)}<br>step %{{x}}<br>%{{y:.4g}}<extra></extra>",
+                )
+            )  # fmt: skip
+    label = " / ".join(DIAGNOSTIC_PANELS.get(m, m) for m in present)
+    dashes = " (solid, dashed)" if len(present) > 1 else ""
+    fig.update_layout(
+        title={"text": f"<b>mechanism</b>: {esc(label)}{dashes}<br>"
+               f"<span style='font-size:11px'>late mean: {' · '.join(summary)}</span>",
+               "x": 0, "xanchor": "left", "font": {"size": 12}},
+        xaxis={"title": {"text": "step"}},
+    )  # fmt: skip
     return fig

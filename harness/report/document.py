@@ -1,5 +1,12 @@
 """The one-file HTML report: every figure, the verdict and fit tables, in a page that works offline.
 
+The page reads top down in the order a lab asks: what was spent (one line of run statuses and the
+compute per variant), what each knob did (the verdict table, which sorts and filters in the page
+and links each knob to its panel; the knob map), and why (one panel per knob: the reward panel of
+:mod:`harness.report.panels` beside its mechanism diagnostic, with one log/linear compute switch
+for all panels), then the fit and run tables. A sweep with a single variant gets the plain curves
+figure instead of panels.
+
 plotly.js is embedded once, with the first figure (``include_plotlyjs=True``), and the other
 figures reuse it. Every piece of user text on the page is HTML-escaped (:func:`esc`); the figures'
 JSON goes through Plotly's serializer, which writes ``<``, ``>`` and ``/`` as ``\\u`` escapes, so a
@@ -9,6 +16,7 @@ database URL: only the store's backend name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -16,9 +24,10 @@ import pandas as pd
 
 from harness.report._style import AXIS_LABELS, esc, fmt, fmt_interval
 from harness.report.curves import curves_figure
-from harness.report.diagnostics import diagnostics_figure
-from harness.report.overview import latest_values, overview_figure
-from harness.report.verdicts import knob_map_figure, verdict_table_html
+from harness.report.knobmap import knob_map_figure
+from harness.report.overview import latest_values, overview_figure, status_line
+from harness.report.panels import KnobPanel, knob_panels
+from harness.report.verdicts import verdict_table_html
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -33,6 +42,60 @@ table { border-collapse: collapse; font-size: 0.88em; margin-top: 0.5em; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } code { background: #f4f4f4; padding: 0 3px; }
 .figure { margin-top: 0.5em; }
+.knob-panel { border-top: 1px solid #ddd; padding-top: 6px; margin-top: 10px; }
+.panel-row { display: grid; grid-template-columns: minmax(0, 2fr) minmax(0, 1fr); gap: 8px; }
+@media (max-width: 900px) { .panel-row { grid-template-columns: minmax(0, 1fr); } }
+.controls { margin: 6px 0; } .controls button.active { font-weight: bold; background: #dde6ff; }
+table.verdicts th { cursor: pointer; }
+table.verdicts td:last-child { min-width: 36em; } table.verdicts th[data-sort=asc]::after { content: " ▲"; }
+table.verdicts th[data-sort=desc]::after { content: " ▼"; } :target { outline: 2px solid #e0b84c; }
+"""
+
+# The page's own script: the compute-scale switch for every panel, and the verdict table's sort and
+# filter. It reads only the DOM (no user text is ever written into it).
+_JS = r"""
+function scalerlAxis(type) {
+  document.querySelectorAll('.knob-panel .reward .js-plotly-plot').forEach(function (el) {
+    Plotly.relayout(el, {'xaxis.type': type});
+  });
+  document.querySelectorAll('.axis-toggle button').forEach(function (b) {
+    b.classList.toggle('active', b.dataset.type === type);
+  });
+}
+(function () {
+  var table = document.querySelector('table.verdicts');
+  if (!table) return;
+  var body = table.tBodies[0], text = document.getElementById('verdict-filter'),
+      kind = document.getElementById('verdict-kind');
+  function apply() {
+    var q = text.value.toLowerCase(), k = kind.value;
+    Array.prototype.forEach.call(body.rows, function (r) {
+      var ok = (!k || r.dataset.verdict === k) && r.textContent.toLowerCase().indexOf(q) >= 0;
+      r.style.display = ok ? '' : 'none';
+    });
+  }
+  text.addEventListener('input', apply);
+  kind.addEventListener('change', apply);
+  function key(r, i) {
+    var t = r.cells[i].textContent.trim(), x = parseFloat(t.replace(/^\[/, ''));
+    return isNaN(x) ? t : x;
+  }
+  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
+    th.addEventListener('click', function () {
+      var asc = th.dataset.sort !== 'asc';
+      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (h) { delete h.dataset.sort; });
+      th.dataset.sort = asc ? 'asc' : 'desc';
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = key(a, i), y = key(b, i), c;
+        if (typeof x === typeof y) c = x < y ? -1 : x > y ? 1 : 0;
+        else c = typeof x === 'number' ? -1 : 1;  // numbers before dashes and text
+        return asc ? c : -c;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+})();
 """
 
 
@@ -122,38 +185,69 @@ def _fits_notice(data: ReportData) -> str:
     )
 
 
+def _verdicts_html(verdicts: pd.DataFrame, linked: bool) -> str:
+    kinds = sorted(map(str, verdicts["verdict"].dropna().unique()))
+    options = "".join(f'<option value="{esc(k)}">{esc(k)}</option>' for k in kinds)
+    controls = (
+        '<div class="controls"><input id="verdict-filter" type="search" placeholder="filter rows" '
+        f'aria-label="filter verdicts"> <select id="verdict-kind" aria-label="verdict">'
+        f'<option value="">every verdict</option>{options}</select> '
+        '<span class="meta">click a header to sort; a knob opens its panel</span></div>'
+    )
+    return "<h2>Verdicts</h2>" + controls + verdict_table_html(verdicts, link_panels=linked)
+
+
+def _panel_html(panel: KnobPanel, figure: Callable[[go.Figure], str]) -> str:
+    return (
+        f'<section class="knob-panel" id="{panel.anchor}" data-variant="{esc(panel.variant)}">'
+        f'<div class="panel-row"><div class="reward">{figure(panel.reward)}</div>'
+        f'<div class="mechanism">{figure(panel.mechanism)}</div></div></section>'
+    )
+
+
 def render_html(data: ReportData) -> str:
-    """The whole report as one self-contained HTML string."""
+    """The whole report as one self-contained HTML string (see the module docstring)."""
     n_runs = len(data.runs)
-    by_status = data.runs["status"].astype(str).value_counts() if n_runs else pd.Series(dtype=int)
-    status_text = ", ".join(f"{esc(k)}: {int(v)}" for k, v in sorted(by_status.items()))
     sections: list[str] = []
     first = True
 
-    def add_figure(heading: str, fig: go.Figure) -> None:
+    def figure(fig: go.Figure) -> str:
         nonlocal first
-        sections.append(f'<h2>{heading}</h2><div class="figure">{_figure_html(fig, first)}</div>')
+        html = f'<div class="figure">{_figure_html(fig, first)}</div>'
         first = False
+        return html
 
     if n_runs:
-        add_figure("Overview", overview_figure(data.runs, data.curves, metric=data.metric, axis=data.axis))
+        sections.append("<h2>Overview</h2>" + figure(
+            overview_figure(data.runs, data.curves, metric=data.metric, axis=data.axis)))  # fmt: skip
+    panels: list[KnobPanel] = []
     if not data.curves.empty:
-        add_figure(
-            "Curves, fits and extrapolations",
-            curves_figure(
-                data.curves, data.fits, metric=data.metric, axis=data.axis,
-                max_points_per_run=data.max_points_per_run, log_x=True,
-            ),
+        panels = knob_panels(
+            data.curves, data.fits, data.verdicts, data.diagnostics, metric=data.metric, axis=data.axis,
+            max_points_per_run=data.max_points_per_run, log_x=True,
         )  # fmt: skip
-    else:
-        sections.append("<h2>Curves</h2><p>No points recorded for this sweep yet.</p>")
-    if not data.diagnostics.empty:
-        add_figure("Mechanism diagnostics (mean over seeds)", diagnostics_figure(data.diagnostics))
     if not data.verdicts.empty:
-        add_figure("Knob map", knob_map_figure(data.verdicts))
-        sections.append("<h2>Verdicts</h2>" + verdict_table_html(data.verdicts))
+        sections.append(_verdicts_html(data.verdicts, linked=bool(panels)))
+        sections.append("<h2>Knob map</h2>" + figure(knob_map_figure(data.verdicts)))
     else:
         sections.append("<h2>Verdicts</h2><p>No verdicts for this sweep.</p>")
+    if panels:
+        sections.append(
+            "<h2>One panel per knob</h2>"
+            '<p class="meta">Points: each seed. Solid: the pooled fit over its window (dotted line: '
+            "where the window starts). Dashed and shaded: the forecast beyond the data with its "
+            "90% interval. Every panel shares one y range. Beside each: the diagnostic that shows "
+            'the knob acted.</p><div class="controls axis-toggle">compute axis: '
+            '<button type="button" data-type="linear" onclick="scalerlAxis(\'linear\')">linear</button> '
+            '<button type="button" data-type="log" class="active" onclick="scalerlAxis(\'log\')">log</button>'
+            "</div>" + "".join(_panel_html(p, figure) for p in panels)
+        )  # fmt: skip
+    elif not data.curves.empty:
+        sections.append("<h2>Curves, fits and extrapolations</h2>" + figure(curves_figure(
+            data.curves, data.fits, metric=data.metric, axis=data.axis,
+            max_points_per_run=data.max_points_per_run, log_x=True)))  # fmt: skip
+    else:
+        sections.append("<h2>Curves</h2><p>No points recorded for this sweep yet.</p>")
     sections.append("<h2>Fits</h2>" + _fits_table_html(data.fits, data.metric, data.axis))
     if n_runs:
         sections.append("<h2>Runs</h2>" + _runs_table_html(data.runs, data.curves, data.metric, data.axis))
@@ -164,7 +258,7 @@ def render_html(data: ReportData) -> str:
         f"<title>{title}</title><style>{_CSS}</style></head><body>"
         f"<h1>{title}</h1>"
         f'<p class="meta">metric <code>{esc(data.metric)}</code> against '
-        f"{esc(AXIS_LABELS.get(data.axis, data.axis))} · {n_runs} runs ({status_text}) · "
+        f"{esc(AXIS_LABELS.get(data.axis, data.axis))} · {status_line(data.runs)} · "
         f"store: {esc(data.store_kind)} · generated {esc(data.generated_at)}</p>"
-        f"{_fits_notice(data)}{notes}{''.join(sections)}</body></html>\n"
+        f"{_fits_notice(data)}{notes}{''.join(sections)}<script>{_JS}</script></body></html>\n"
     )

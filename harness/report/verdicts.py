@@ -1,18 +1,20 @@
-"""Verdict figures: the knob map (ΔA against ΔB with intervals) and the verdict table.
+"""The verdict table, as a Plotly table (notebooks) or an HTML table that sorts and filters.
 
 Built from ``db.queries.verdicts`` frames. Every verdict carries its numbers, so a reader can
-disagree: the map shows each variant's ΔA and ΔB with their intervals and the ±margin band on A
-inside which a knob does not move the ceiling; the table lists the numbers and the reason.
+disagree: the table lists ΔA and ΔB with their intervals, the margin, the smallest detectable
+effects and the reason. In the HTML report each row's knob links to its panel, every header sorts
+(numbers as numbers), and the page's filter box and verdict menu hide rows (see
+:mod:`harness.report.document`). The knob map lives in :mod:`harness.report.knobmap`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
-from harness.report._style import VERDICT_COLORS, esc, fmt, fmt_interval, verdict_color
+from harness.report._style import VERDICT_COLORS, anchor_id, esc, fmt, fmt_interval, verdict_color
+from harness.report.knobmap import knob_map_figure
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -36,68 +38,6 @@ def _table_cells(row: pd.Series) -> list[str]:
     ]  # fmt: skip
 
 
-def _errors(frame: pd.DataFrame, col: str) -> tuple[np.ndarray, np.ndarray]:
-    mid = frame[col].to_numpy(dtype=float)
-    lo = frame[f"{col}_lo"].to_numpy(dtype=float)
-    hi = frame[f"{col}_hi"].to_numpy(dtype=float)
-    # Missing interval ends draw no whisker rather than a misleading zero-width one.
-    return np.nan_to_num(hi - mid, nan=0.0), np.nan_to_num(mid - lo, nan=0.0)
-
-
-def knob_map_figure(verdicts: pd.DataFrame, *, title: str | None = None) -> go.Figure:
-    """ΔA (x) against ΔB (y) per variant, with interval whiskers, coloured by verdict.
-
-    A vertical band marks |ΔA| ≤ margin. Variants without a ΔA (unfit) are listed in the
-    title's subtitle rather than placed at a made-up position.
-    """
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    frame = verdicts.copy()
-    placed = frame[frame["d_a"].notna()]
-    missing = frame[frame["d_a"].isna()]
-    for verdict, group in placed.groupby("verdict", sort=False):
-        ax_plus, ax_minus = _errors(group, "d_a")
-        y = group["d_b"].to_numpy(dtype=float)
-        # A variant with ΔA but no ΔB (an asymptote-mover is not refit at a shared A) sits on 0.
-        y_drawn = np.nan_to_num(y, nan=0.0)
-        by_plus, by_minus = _errors(group, "d_b")
-        hover = [
-            f"<b>{esc(r.variant)}</b> ({esc(r.knob)} → {esc(r.alternative)})<br>{esc(r.verdict)}"
-            f"<br>ΔA={fmt(r.d_a)} {fmt_interval(r.d_a_lo, r.d_a_hi)}"
-            f"<br>ΔB={fmt(r.d_b)} {fmt_interval(r.d_b_lo, r.d_b_hi)}<br>{esc(r.reason)}"
-            for r in group.itertuples()
-        ]
-        fig.add_trace(
-            go.Scatter(
-                x=group["d_a"].to_numpy(dtype=float), y=y_drawn, mode="markers+text",
-                text=[esc(v) for v in group["variant"]], textposition="top center",
-                name=esc(verdict), marker={"size": 11, "color": verdict_color(verdict)},
-                error_x={"type": "data", "array": ax_plus, "arrayminus": ax_minus, "visible": True},
-                error_y={"type": "data", "array": by_plus, "arrayminus": by_minus, "visible": True},
-                hovertext=hover, hoverinfo="text",
-            )
-        )  # fmt: skip
-    margin = float(frame["margin"].dropna().max()) if frame["margin"].notna().any() else None
-    if margin is not None:
-        fig.add_vrect(
-            x0=-margin, x1=margin, fillcolor="#999", opacity=0.15, line_width=0,
-            annotation_text=f"|ΔA| ≤ margin {fmt(margin)}", annotation_position="top left",
-        )  # fmt: skip
-    fig.add_hline(y=0, line={"color": "#bbb", "width": 1})
-    subtitle = ""
-    if not missing.empty:
-        subtitle = "not placed (no ΔA): " + ", ".join(esc(v) for v in missing["variant"])
-    fig.update_layout(
-        title={"text": esc(title) if title else "Knob map: ΔA (ceiling) against ΔB (efficiency)",
-               "subtitle": {"text": subtitle}},
-        xaxis={"title": {"text": "ΔA = A_variant − A_baseline"}, "zeroline": True},
-        yaxis={"title": {"text": "ΔB = B_variant − B_baseline (at shared A)"}},
-        template="plotly_white", legend={"title": {"text": "verdict"}},
-    )  # fmt: skip
-    return fig
-
-
 def verdict_table_figure(verdicts: pd.DataFrame) -> go.Figure:
     """The verdict table as a Plotly table (cells escaped); rows coloured by verdict."""
     import plotly.graph_objects as go
@@ -115,15 +55,20 @@ def verdict_table_figure(verdicts: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def verdict_table_html(verdicts: pd.DataFrame) -> str:
-    """The verdict table as an HTML ``<table>``; every cell HTML-escaped."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in _TABLE_HEADERS)
+def verdict_table_html(verdicts: pd.DataFrame, *, link_panels: bool = False) -> str:
+    """The verdict table as an HTML ``<table>``; every cell HTML-escaped. Each row carries its
+    verdict in ``data-verdict`` (the page's filter reads it); with ``link_panels`` the knob cell
+    links to the variant's panel (``#`` + :func:`anchor_id`)."""
+    head = "".join(f'<th data-col="{i}" title="sort">{esc(h)}</th>' for i, h in enumerate(_TABLE_HEADERS))
     body = []
     for _, row in verdicts.iterrows():
         # Cells are already escaped by _table_cells; nothing raw goes into the markup.
-        cells = "".join(f"<td>{c}</td>" for c in _table_cells(row))
+        cells = _table_cells(row)
+        if link_panels:
+            cells[0] = f'<a href="#{anchor_id(row.get("variant"))}">{cells[0] or "panel"}</a>'
+        tds = "".join(f"<td>{c}</td>" for c in cells)
         color = _tint(verdict_color(row.get("verdict")))
-        body.append(f'<tr style="background:{color}">{cells}</tr>')
+        body.append(f'<tr data-verdict="{esc(row.get("verdict"))}" style="background:{color}">{tds}</tr>')
     return f'<table class="verdicts"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 import db
 from db.models import Sweep
@@ -204,7 +204,7 @@ def test_non_finite_values_round_trip_and_bad_compute_is_rejected(store: db.Stor
     assert len(df) == 5
 
 
-def test_fits_and_verdicts_are_replaced_per_sweep(store: db.Store) -> None:
+def test_fits_and_verdicts_are_replaced_per_sweep_metric_and_axis(store: db.Store) -> None:
     _register(store)
     fit = {
         "run_id": None,
@@ -224,8 +224,9 @@ def test_fits_and_verdicts_are_replaced_per_sweep(store: db.Store) -> None:
         "reason": None,
         "method": "grid+lm",
     }
-    store.replace_fits(SWEEP, [fit, fit | {"variant": "loo-dapo", "a": 0.55}])
-    store.replace_fits(SWEEP, [fit | {"a": 0.63}])
+    key = {"metric": "val/pass_rate", "axis": "flops"}
+    store.replace_fits(SWEEP, [fit, fit | {"variant": "loo-dapo", "a": 0.55}], **key)
+    store.replace_fits(SWEEP, [fit | {"a": 0.63}], **key)
     fits = db.fits(store, SWEEP)
     assert list(fits.columns)[:5] == ["run_id", "variant", "metric", "axis", "window_start"]
     assert len(fits) == 1 and fits["a"][0] == 0.63 and int(fits["n_points"][0]) == 40
@@ -246,14 +247,106 @@ def test_fits_and_verdicts_are_replaced_per_sweep(store: db.Store) -> None:
         "reason": "dA beyond margin",
         "mde_a": 0.031,
     }
-    store.replace_verdicts(SWEEP, [verdict])
+    store.replace_verdicts(SWEEP, [verdict], **key)
     v = db.verdicts(store, SWEEP)
     assert len(v) == 1 and v["verdict"][0] == "asymptote-mover" and v["d_a"][0] == -0.06
     assert v["mde_a"][0] == 0.031 and v["mde_b"].isna().all()
     with pytest.raises(db.StoreError, match=r"unknown column\(s\) \['ceiling'\]"):
-        store.replace_fits(SWEEP, [fit | {"ceiling": 1}])
+        store.replace_fits(SWEEP, [fit | {"ceiling": 1}], **key)
     with pytest.raises(db.StoreError, match="sweep 'nope' does not exist"):
-        store.replace_verdicts("nope", [verdict])
+        store.replace_verdicts("nope", [verdict], **key)
+    with pytest.raises(db.StoreError, match="row 0 has axis='flops'"):
+        store.replace_fits(SWEEP, [fit], metric="val/pass_rate", axis="step")
+
+
+def test_a_fit_on_another_axis_or_metric_keeps_the_others(store: db.Store) -> None:
+    """Issue 15 item 11: `scalerl fit --axis step` must not erase the FLOPs fits (and verdicts)."""
+    _register(store)
+    fit = {"run_id": None, "variant": "baseline", "a": 0.6, "status": "ok"}
+    verdict = {"knob": "loss", "variant": "loo-dapo", "verdict": "no-effect", "d_a": 0.01}
+    for metric, axis, a in [
+        ("val/pass_rate", "flops", 0.6),
+        ("val/pass_rate", "step", 0.7),
+        ("r", "flops", 0.8),
+    ]:
+        store.replace_fits(SWEEP, [fit | {"a": a}], metric=metric, axis=axis)
+        store.replace_verdicts(SWEEP, [verdict | {"d_a": a}], metric=metric, axis=axis)
+    store.replace_fits(SWEEP, [fit | {"a": 0.65}], metric="val/pass_rate", axis="flops")  # refit flops
+    store.replace_verdicts(SWEEP, [], metric="r", axis="flops")  # a refit with no verdicts left
+    fits = db.fits(store, SWEEP)
+    assert sorted(zip(fits["metric"], fits["axis"], fits["a"], strict=True)) == [
+        ("r", "flops", 0.8), ("val/pass_rate", "flops", 0.65), ("val/pass_rate", "step", 0.7)
+    ]  # fmt: skip
+    assert db.fits(store, SWEEP, axis="step")["a"].tolist() == [0.7]
+    assert db.fits(store, SWEEP, metric="val/pass_rate", axis="flops")["a"].tolist() == [0.65]
+    assert db.fits(store, SWEEP, metric="r")["axis"].tolist() == ["flops"]
+    verdicts = db.verdicts(store, SWEEP)
+    assert sorted(zip(verdicts["metric"], verdicts["axis"], verdicts["d_a"], strict=True)) == [
+        ("val/pass_rate", "flops", 0.6), ("val/pass_rate", "step", 0.7)
+    ]  # fmt: skip
+    assert db.verdicts(store, SWEEP, metric="val/pass_rate", axis="step")["d_a"].tolist() == [0.7]
+
+
+def test_the_schema_has_no_run_sweep_column_and_v_runs_lists_every_member(store: db.Store) -> None:
+    """Issue 15 item 11: a run shared by two sweeps is in both; `run` no longer has a `sweep`
+    column whose `WHERE sweep =` silently dropped it from the second."""
+    _register(store, "shared")
+    store.ensure_sweep("other", {})
+    store.register_run(db.RunRecord("shared", "other", "grid-3", 0, {"lr": 1e-6}, "h" * 16))
+    store.register_run(db.RunRecord("own", "other", "grid-4", 0, {"lr": 2e-6}, "g" * 16))
+    with store.engine.connect() as conn:
+        columns = {c["name"] for c in inspect(conn).get_columns("run")}
+        assert "sweep" not in columns and "first_sweep" in columns
+        members = conn.execute(
+            text("SELECT run_id, variant, first_sweep FROM v_runs WHERE sweep = 'other' ORDER BY run_id")
+        ).all()
+    assert [tuple(r) for r in members] == [("own", "grid-4", "other"), ("shared", "grid-3", SWEEP)]
+    assert db.runs(store, "other")["run_id"].tolist() == ["shared", "own"]  # by variant: grid-3, grid-4
+    info = store.get_run("shared")
+    assert info is not None and info.sweep == SWEEP  # the first sweep that registered it
+
+
+def test_opening_an_existing_store_to_read_writes_nothing(store: db.Store) -> None:
+    """Issue 15 item 7: reads never write, the open included (no BEGIN IMMEDIATE, no schema
+    transaction, no journal switch), and a read-only store refuses writes with its own error."""
+    if store.sqlite_path is None and store.dialect == "sqlite":
+        pytest.skip("an in-memory database cannot be opened a second time")
+    _register(store)
+    _write(store, "r1", store.start_attempt("r1"), range(1, 4))
+    url = store.engine.url.render_as_string(hide_password=False)
+    seen: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        seen.append(" ".join(statement.split()).upper())
+
+    from sqlalchemy import Engine, event
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        for kwargs in ({"create": False}, {"readonly": True}):
+            reader = db.open_store(url, **kwargs)  # type: ignore[arg-type]
+            assert reader.readonly is bool(kwargs.get("readonly"))
+            assert db.runs(reader, SWEEP)["n_points"].tolist() == [6]  # 3 steps x 2 metrics
+            assert len(db.curves(reader, SWEEP, "val/pass_rate")) == 3
+            assert db.fits(reader, SWEEP).empty and not db.events(reader, SWEEP).empty
+            if reader.readonly:
+                with pytest.raises(db.StoreReadOnlyError, match="read-only"):
+                    reader.set_status("r1", "failed")
+            reader.close()
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+    writes = (
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "CREATE",
+        "DROP",
+        "ALTER",
+        "BEGIN IMMEDIATE",
+        "PRAGMA JOURNAL_MODE=",
+    )
+    assert seen and [s for s in seen if s.startswith(writes) or "ADVISORY" in s] == []
+    assert store.get_run("r1") is not None and store.get_run("r1").status == "running"  # type: ignore[union-attr]
 
 
 def test_session_scope_rolls_back_and_translates_driver_errors(store: db.Store) -> None:

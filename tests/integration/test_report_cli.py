@@ -80,14 +80,14 @@ def test_report_without_points_says_fit_has_not_run(store_url: str, tmp_path: Pa
 def test_user_errors_name_the_fix_and_hide_passwords(
     store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["report", "nope", "-o", str(tmp_path / "x.html"), "--db", store_url]) == 2
+    assert main(["report", "nope", "-o", str(tmp_path / "x.html"), "--db", store_url]) == 3
     err = capsys.readouterr().err
     assert "SWEEP='nope'" in err and "empty, loo-report" in err
-    assert main(["report", report_sweep.SWEEP, "--metric", "nope", "--db", store_url]) == 2
+    assert main(["report", report_sweep.SWEEP, "--metric", "nope", "--db", store_url]) == 3
     err = capsys.readouterr().err
     assert "--metric='nope'" in err and "train/reward, val/pass_rate" in err
     url = "postgresql://scalerl:s3cret-pw@127.0.0.1:1/scalerl"
-    assert main(["report", "x", "-o", str(tmp_path / "y.html"), "--db", url]) == 2
+    assert main(["report", "x", "-o", str(tmp_path / "y.html"), "--db", url]) == 4  # StoreError: unreachable
     err = capsys.readouterr().err
     assert "s3cret-pw" not in err and "scalerl: error:" in err
     assert not (tmp_path / "y.html").exists()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 import db
 from db import schema
@@ -149,6 +149,78 @@ def test_upgrading_from_0003_keeps_points_with_n_unknown_and_adds_the_power_colu
         assert schema.current_revision(conn) == "0003"
         assert conn.execute(text("SELECT COUNT(*) FROM v_curves")).scalar_one() == 2
         assert conn.execute(text("SELECT COUNT(*) FROM v_latest")).scalar_one() == 1
+    engine.dispose()
+
+
+def test_upgrading_from_0004_keys_fits_by_metric_and_axis_and_renames_run_sweep(url: str) -> None:
+    """0005 (issue 15 item 11) on a store with data: fits and verdicts keep their metric and
+    axis (the new replace key), ``run.sweep`` becomes ``first_sweep`` with its values, ``v_runs``
+    lists every membership; downgrade restores 0004 with the data."""
+    from alembic import command
+
+    bundle = make_engine(resolve_url(url))
+    assert schema.upgrade(bundle, "0004") == (None, "0004")
+    with bundle.engine.begin() as conn:  # a store written by the 0004 code: a run in two sweeps
+        for name in ("a", "b"):
+            conn.execute(
+                text(
+                    f"INSERT INTO sweep (name, spec, created_at) VALUES ('{name}', '{{}}', CURRENT_TIMESTAMP)"
+                )
+            )
+        conn.execute(
+            text(
+                "INSERT INTO run (run_id, sweep, variant, seed, config, config_hash, status, attempts,"
+                " created_at) VALUES ('r', 'a', 'baseline', 0, '{}', 'h', 'completed', 1, CURRENT_TIMESTAMP)"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO sweep_run (sweep, run_id, variant)"
+                " VALUES ('a', 'r', 'baseline'), ('b', 'r', 'grid-1')"
+            )
+        )
+        for axis, a in (("flops", 0.6), ("step", 0.7)):
+            conn.execute(
+                text(
+                    "INSERT INTO fit (sweep, variant, metric, axis, a, status, created_at)"
+                    f" VALUES ('a', 'baseline', 'm', '{axis}', {a}, 'ok', CURRENT_TIMESTAMP)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO verdict (sweep, variant, metric, axis, verdict, d_a, created_at)"
+                    f" VALUES ('a', 'v', 'm', '{axis}', 'no-effect', {a}, CURRENT_TIMESTAMP)"
+                )
+            )
+    assert schema.upgrade(bundle, "head") == ("0004", schema.head_revision())
+    with bundle.engine.connect() as conn:
+        assert conn.execute(text("SELECT first_sweep FROM run")).scalar_one() == "a"
+        rows = conn.execute(text("SELECT sweep, run_id, variant, first_sweep FROM v_runs ORDER BY sweep"))
+        assert [tuple(r) for r in rows] == [("a", "r", "baseline", "a"), ("b", "r", "grid-1", "a")]
+    bundle.engine.dispose()
+    store = db.open_store(url)
+    assert sorted(db.fits(store, "a")["axis"]) == ["flops", "step"]
+    refit = [{"variant": "baseline", "a": 0.65, "status": "ok"}]
+    store.replace_fits("a", refit, metric="m", axis="flops")  # the step fit survives a flops refit
+    store.replace_verdicts("a", [], metric="m", axis="flops")
+    assert sorted(zip(db.fits(store, "a")["axis"], db.fits(store, "a")["a"], strict=True)) == [
+        ("flops", 0.65), ("step", 0.7)
+    ]  # fmt: skip
+    assert db.verdicts(store, "a")["axis"].tolist() == ["step"]
+    assert db.runs(store, "b")["run_id"].tolist() == ["r"]
+    assert store.get_run("r").sweep == "a"  # type: ignore[union-attr]
+    store.close()
+
+    engine = make_engine(resolve_url(url)).engine
+    with engine.begin() as conn:  # and 0005 downgrades cleanly, data kept
+        command.downgrade(schema.alembic_config(conn), "0004")
+        assert schema.current_revision(conn) == "0004"
+        assert conn.execute(text("SELECT sweep FROM run WHERE run_id = 'r'")).scalar_one() == "a"
+        assert conn.execute(text("SELECT COUNT(*) FROM fit")).scalar_one() == 2
+        assert conn.execute(text("SELECT COUNT(*) FROM v_curves")).scalar_one() == 0
+        names = {ix["name"] for ix in inspect(conn).get_indexes("fit")}
+        assert "ix_fit_sweep" in names and "ix_fit_key" not in names
+        assert "v_runs" not in inspect(conn).get_view_names()
     engine.dispose()
 
 

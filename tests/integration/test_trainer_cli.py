@@ -54,6 +54,6 @@ def test_train_no_db_prints_json_lines(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_bad_override_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = _recipe_file(tmp_path)
-    assert main(["train", str(cfg), "knobs.loss.choice=ppo", "--no-db"]) == 2
+    assert main(["train", str(cfg), "knobs.loss.choice=ppo", "--no-db"]) == 3  # ConfigError
     err = capsys.readouterr().err
     assert "knobs.loss.choice" in err and "Traceback" not in err

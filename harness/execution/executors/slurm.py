@@ -5,12 +5,14 @@ throttled by the profile's ``array_parallelism``; so a 1,000-variant sweep is on
 per shape, not 1,000. Each array task runs a pickled :class:`SweepJob`, which submitit requeues
 on USR2 (preemption / time limit) through ``SweepJob.checkpoint``.
 
-``poll`` asks ``squeue`` for live jobs (it lists pending array tasks one by one with ``-r``) and
-``sacct`` for ended ones; both once per call, however many runs.
+``poll`` asks ``squeue`` for this user's live jobs (it lists pending array tasks one by one with
+``-r``) and ``sacct`` for ended ones; both once per call, however many runs. ``scalerl sweep
+--wait`` calls it at most every ``poll_s`` seconds (the profile's, or ``--poll-s``).
 """
 
 from __future__ import annotations
 
+import getpass
 import shutil
 import subprocess
 from collections import defaultdict
@@ -68,7 +70,13 @@ class SlurmExecutor(Executor):
     def parameters(self, res: Resources, sweep: str) -> dict[str, Any]:
         """The sbatch parameters of one array: the profile plus the shape."""
         params = self.ctx.profile.sbatch_parameters()
-        params.update(time=res.timeout_min, cpus_per_task=res.cpus_per_task, job_name=f"scalerl-{sweep}")
+        params.update(
+            time=res.timeout_min,
+            cpus_per_task=res.cpus_per_task,
+            job_name=f"scalerl-{sweep}",
+            nodes=res.nodes,
+            ntasks_per_node=res.tasks_per_node,
+        )
         if res.gpus_per_node and "gres" not in params:
             params["gpus_per_node"] = res.gpus_per_node
         if res.mem_gb is not None:
@@ -109,7 +117,8 @@ class SlurmExecutor(Executor):
             return {}
         _require("squeue")
         live: dict[str, str] = {}
-        for line in _run(["squeue", "-h", "-r", "-o", "%i|%T"]).splitlines():
+        # Only this user's jobs (a shared cluster's queue holds everyone's), and only once per call.
+        for line in _run(["squeue", "-h", "-r", "-u", getpass.getuser(), "-o", "%i|%T"]).splitlines():
             job_id, _, name = line.strip().partition("|")
             live[job_id] = name
         out: dict[str, JobState] = {}

@@ -105,13 +105,13 @@ def test_fit_table_with_overrides(store_url: str, capsys: pytest.CaptureFixture[
 
 
 def test_fit_errors_are_clean(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["fit", "nope", "--db", store_url]) == 2
+    assert main(["fit", "nope", "--db", store_url]) == 6  # AnalysisError
     assert "sweep 'nope' is not in the store (fix: use one of: loo)" in capsys.readouterr().err
-    assert main(["fit", "loo", "--db", store_url, "--metric", "nope/metric"]) == 2
+    assert main(["fit", "loo", "--db", store_url, "--metric", "nope/metric"]) == 6
     assert "no points for metric 'nope/metric'" in capsys.readouterr().err
-    assert main(["fit", "loo", "--db", store_url, "--method", "magic"]) == 2
+    assert main(["fit", "loo", "--db", store_url, "--method", "magic"]) == 3  # ConfigError
     assert "unknown fitter" in capsys.readouterr().err
-    assert main(["fit", "loo", "--db", store_url, "--axis", "tokens"]) == 2
+    assert main(["fit", "loo", "--db", store_url, "--axis", "tokens"]) == 6
     assert "no point has the 'tokens' compute axis" in capsys.readouterr().err
 
 

@@ -8,6 +8,7 @@ import pytest
 
 import db
 from harness import client
+from harness.errors import ConfigError
 
 
 def test_client_log_carries_n_into_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,3 +31,20 @@ def test_client_log_carries_n_into_the_store(tmp_path: Path, monkeypatch: pytest
     assert df["n"].tolist()[0] == 256.0 and df["n"].isna().tolist() == [False, True]
     assert db.curves(store, "s", "loss")["n"].isna().all()
     store.close()
+
+
+def test_only_rank_0_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On rank 1 (SLURM_PROCID / RANK) log() is a no-op: it needs no run and opens no store."""
+    from harness import client
+    from harness.execution.rank import process_rank
+
+    monkeypatch.delenv("SCALERL_RUN_ID", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    assert process_rank() == 1
+    client.log(3, {"val/pass_rate": 0.5})  # would raise ConfigError on rank 0 without a run
+    assert client._writer is None
+    monkeypatch.setenv("RANK", "0")  # torchrun's RANK wins over srun's task id
+    assert process_rank() == 0
+    with pytest.raises(ConfigError):
+        client.log(3, {"val/pass_rate": 0.5})

@@ -49,3 +49,16 @@ def test_bad_value_names_field_and_fix(tmp_path: Path) -> None:
 def test_missing_file_says_where_profiles_are(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"slurm/profiles/NAME\.yaml"):
         load_profile(tmp_path / "nope.yaml")
+
+
+def test_a_profile_reads_yaml_like_a_recipe(tmp_path: Path) -> None:
+    """One loader: YAML 1.2 scalars (``off`` stays a string), and errors carry the key's line."""
+    from harness.execution.profile import load_profile
+
+    path = tmp_path / "p.yaml"
+    path.write_text("partition: off\nqos: normal\n")
+    assert load_profile(path).partition == "off"
+    path.write_text("partition: debug\n\nnot_a_key: 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_profile(path)
+    assert f"{path}:3" in str(info.value) and "not_a_key" in str(info.value)

@@ -35,7 +35,7 @@ def test_import_then_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     # A bad file among good ones: nothing is written.
     bad = tmp_path / "bad.csv"
     bad.write_text("step,reward\n1,0.1\n2,zz\n")
-    assert main(["import", tb[0], str(bad), "--sweep", "other", "--db", url]) == 2
+    assert main(["import", tb[0], str(bad), "--sweep", "other", "--db", url]) == 7  # ImportFormatError
     assert "bad.csv:3: column 'reward'" in capsys.readouterr().err
     store = db.open_store(url)
     assert "other" not in set(db.queries.sweeps(store)["name"])

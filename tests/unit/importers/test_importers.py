@@ -138,6 +138,7 @@ def test_fractional_steps_are_rejected(tmp_path: Path) -> None:
     path = tmp_path / "frac.csv"
     path.write_text("step,reward\n1,0.1\n1.5,0.2\n")
     with pytest.raises(
-        ImportFormatError, match=r"frac.csv: run 'frac' metric 'reward': step 1.5 is not a whole number"
+        ImportFormatError, match=r"frac.csv: bad-step 1 \(line 3: step 1.5 is not a whole number\)"
     ):
         read_curves(path)
+    assert read_curves(path, allow_partial=True)[0].steps.tolist() == [1]

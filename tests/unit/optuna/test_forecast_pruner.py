@@ -58,6 +58,40 @@ def test_worse_trial_pruned_best_kept() -> None:
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.PRUNED] * 2
 
 
+def test_inflection_margin_guards_a_close_call() -> None:
+    # Deciding as soon as the fit puts C_mid inside the data (margin 1) prunes the 0.81 trial at
+    # ~C_mid (the fit underestimates its ceiling with a narrow interval); the default margin
+    # waits and keeps it. bench/search.py's passes_guard rejects every setting that prunes it.
+    curves = [_curve(0.8, seed=1), _curve(0.4, seed=2), _curve(0.81, seed=3), _curve(0.6, seed=4)]
+    eager = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET, inflection_margin=1.0))
+    assert 0 < _replay(eager, curves)[2] <= 40
+    study = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET))
+    assert _replay(study, curves)[2] == -1
+
+
+def test_edge_and_reference() -> None:
+    curves = [_curve(0.8, seed=1), _curve(0.4, seed=2), _curve(0.6, seed=4), _curve(0.77, seed=5)]
+    stops = {}
+    for edge, ref in (("hi", "lo"), ("hi", "value"), ("value", "lo")):
+        pruner = ForecastPruner(TARGET, edge=edge, reference=ref)
+        assert (pruner.edge, pruner.reference) == (edge, ref)
+        stops[(edge, ref)] = _replay(optuna.create_study(direction="maximize", pruner=pruner), curves)
+    hi_lo = stops[("hi", "lo")]
+    assert hi_lo[0] == -1 and all(s > 0 for s in hi_lo[1:3])
+    # A tighter bar (the best point forecast) or the trial's own point forecast prunes no later,
+    # and the 0.77 ceiling (0.03 under the best) earlier than the two-sided interval rule (which
+    # waits until step ~180 for the intervals to part).
+    for key in (("hi", "value"), ("value", "lo")):
+        got = stops[key]
+        assert got[0] == -1
+        assert all(0 < g <= h or (h == -1 and g != 0) for g, h in zip(got[1:], hi_lo[1:], strict=True))
+        assert got[3] > 0 and (hi_lo[3] == -1 or got[3] < hi_lo[3])
+    with pytest.raises(ConfigError, match="reference"):
+        ForecastPruner(TARGET, reference="hi")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="edge"):
+        ForecastPruner(TARGET, edge="lo")  # type: ignore[arg-type]
+
+
 def test_warm_up_points_and_inflection() -> None:
     pruner = ForecastPruner(TARGET, min_points=12)
     study = optuna.create_study(direction="maximize", pruner=pruner)

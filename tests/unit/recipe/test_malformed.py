@@ -1,5 +1,6 @@
 """Every malformed recipe/sweep in tests/data/malformed/ fails through the real CLI entry with exit
-code 2, no traceback, and a message naming the file, line, field, value and fix (expected.yaml)."""
+code 3 (a configuration error), no traceback, and a message naming the file, line, field, value
+and fix (expected.yaml)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_malformed_input_gives_a_located_error(
     monkeypatch.chdir(CORPUS)
     code = main([cmd, file, *case.get("extra", [])])
     out, err = capsys.readouterr()
-    assert code == 2, (out, err)
+    assert code == 3, (out, err)
     assert "Traceback" not in err
     assert err.startswith("scalerl: error: ")
     assert err.count("\n") == 1, err  # one self-contained line

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.report.diagnostics import DIAGNOSTIC_PANELS, diagnostics_figure
+from harness.report.diagnostics import DIAGNOSTIC_PANELS, diagnostics_figure, mechanism_figure
 
 
 def _frame() -> pd.DataFrame:
@@ -35,3 +35,21 @@ def test_one_panel_per_logged_metric_and_one_seed_mean_line_per_variant() -> Non
 def test_no_diagnostics_gives_an_empty_figure_with_a_note() -> None:
     fig = diagnostics_figure(_frame().query("metric == 'val/pass_rate'"))
     assert len(fig.data) == 0 and "no diagnostics" in fig.layout.annotations[0].text
+
+
+def test_mechanism_panel_shows_the_knobs_own_metric_for_baseline_and_variant() -> None:
+    fig = mechanism_figure(_frame(), "loo-8op", "pipeline")
+    assert [t.name for t in fig.data] == ["baseline · diag/lag_mean", "loo-8op · diag/lag_mean"]
+    assert [list(t.y) for t in fig.data] == [[1.5, 1.5], [1.0, 1.0]]  # mean over the two seeds
+    assert DIAGNOSTIC_PANELS["diag/lag_mean"] in fig.layout.title.text
+    assert "baseline 1.5" in fig.layout.title.text and "loo-8op 1" in fig.layout.title.text
+
+
+def test_mechanism_panel_says_why_when_it_has_nothing_to_draw() -> None:
+    unknown = mechanism_figure(_frame(), "loo-x", "my_knob")
+    assert len(unknown.data) == 0 and "no mechanism diagnostic is known for knob my_knob" in (
+        unknown.layout.annotations[0].text
+    )
+    missing = mechanism_figure(_frame(), "loo-lp", "length_control")
+    assert len(missing.data) == 0 and missing.layout.xaxis.visible is False
+    assert "train/truncation_rate, train/interruption_rate not logged" in missing.layout.annotations[0].text

@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from harness.report._style import anchor_id
 from harness.report.document import ReportData, render_html
 from tests.unit.report.frames import curves_frame, fits_frame, runs_frame, verdicts_frame
 
@@ -32,11 +33,30 @@ def test_page_embeds_plotlyjs_once_and_every_figure() -> None:
     page = render_html(report_data())
     # plotly.min.js starts with its licence banner; it must be there exactly once.
     assert page.count("plotly.js v") == 1
-    assert page.count('class="plotly-graph-div"') == 3  # overview, curves, knob map
-    assert page.count("Plotly.newPlot(") == 3
-    # The verdict table lists both variants with their ΔA.
+    # Overview, knob map, and per knob (loo-dapo, loo-savg) a reward and a mechanism figure.
+    assert page.count('class="plotly-graph-div"') == 6
+    assert page.count("Plotly.newPlot(") == 6
+    assert page.count('<section class="knob-panel"') == 2
+    # The verdict table lists both variants with their ΔA, and each knob links to its panel.
     table = page[page.index('<table class="verdicts">') :]
     assert "<td>loo-dapo</td>" in table and "<td>-0.100</td>" in table
+    for variant, knob in (("loo-dapo", "loss"), ("loo-savg", "loss_aggregation")):
+        anchor = anchor_id(variant)
+        assert f'<td><a href="#{anchor}">{knob}</a></td>' in table
+        assert f'<section class="knob-panel" id="{anchor}" data-variant="{variant}">' in page
+    assert '<tr data-verdict="asymptote-mover"' in table
+    # One line of run statuses instead of a bar chart of them.
+    assert "6 runs: 3 completed, 3 running" in page
+
+
+def test_a_single_variant_sweep_gets_the_curves_figure_instead_of_panels() -> None:
+    curves = curves_frame(n_points=20, seeds=2)
+    curves = curves[curves["variant"] == "baseline"]
+    page = render_html(
+        report_data(curves=curves, runs=runs_frame(curves), verdicts=verdicts_frame().iloc[0:0])
+    )
+    assert "knob-panel" not in page.replace(".knob-panel", "")
+    assert "Curves, fits and extrapolations" in page and page.count("Plotly.newPlot(") == 2
 
 
 def test_user_text_cannot_open_or_close_a_script() -> None:

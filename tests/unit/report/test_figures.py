@@ -7,7 +7,13 @@ import pytest
 
 from harness.analysis import forecast_curve
 from harness.errors import ConfigError
-from harness.report.figures import curves_figure, knob_map_figure, overview_figure, verdict_table_figure
+from harness.report.figures import (
+    curves_figure,
+    knob_map_figure,
+    knob_panel_figure,
+    overview_figure,
+    verdict_table_figure,
+)
 from tests.unit.report.frames import C_MID, R0, VARIANTS, curves_frame, fits_frame, runs_frame, verdicts_frame
 
 
@@ -78,21 +84,6 @@ def test_bad_axis_and_metric_name_the_choices() -> None:
         curves_figure(curves, metric="train/nope")
 
 
-def test_knob_map_places_each_variant_at_its_deltas_with_intervals() -> None:
-    verdicts = verdicts_frame()
-    fig = knob_map_figure(verdicts)
-    mover = _by_name(fig, "asymptote-mover")
-    assert list(mover.text) == ["loo-dapo"]
-    assert mover.x[0] == pytest.approx(-0.10) and mover.y[0] == pytest.approx(0.0)
-    assert mover.error_x.array[0] == pytest.approx(0.01)
-    assert mover.error_x.arrayminus[0] == pytest.approx(0.01)
-    shaper = _by_name(fig, "efficiency-shaper")
-    assert shaper.x[0] == pytest.approx(0.0) and shaper.y[0] == pytest.approx(-0.6)
-    assert mover.marker.color != shaper.marker.color
-    rect = fig.layout.shapes[0]
-    assert (rect.x0, rect.x1) == (-0.02, 0.02)
-
-
 def test_verdict_table_and_overview_carry_the_numbers() -> None:
     table = verdict_table_figure(verdicts_frame()).data[0]
     headers = [h.replace("<b>", "").replace("</b>", "") for h in table.header.values]
@@ -105,10 +96,21 @@ def test_verdict_table_and_overview_carry_the_numbers() -> None:
     assert list(cols["MDE ΔB"]) == ["0.420", "0.420"]
     curves = curves_frame(n_points=10, seeds=2)
     fig = overview_figure(runs_frame(curves), curves)
-    bars = [t for t in fig.data if t.type == "bar" and t.xaxis == "x"]
-    assert sum(sum(t.y) for t in bars) == 6  # every run counted once by status
-    spent = {t.name: t.y[0] for t in fig.data if t.type == "bar" and t.xaxis == "x2"}
-    assert spent["baseline"] == pytest.approx(2 * 2e16)
+    # One horizontal bar per variant, stacked by run status; the statuses are one line of title.
+    assert "6 runs: 3 completed, 3 running" in fig.layout.title.text
+    bars = {t.name: dict(zip(t.y, t.x, strict=True)) for t in fig.data}
+    assert set(bars) == {"completed", "running"}
+    assert list(fig.data[0].y) == ["baseline", "loo-dapo", "loo-savg"]
+    # runs_frame alternates statuses: baseline-s0 completed, baseline-s1 running, 2e16 each.
+    assert bars["completed"]["baseline"] == pytest.approx(2e16)
+    assert bars["running"]["baseline"] == pytest.approx(2e16)
+    assert sum(sum(t.x) for t in fig.data) == pytest.approx(6 * 2e16)
+
+
+def test_overview_without_points_says_so() -> None:
+    curves = curves_frame(n_points=10, seeds=1)
+    fig = overview_figure(runs_frame(curves), curves.iloc[0:0])
+    assert len(fig.data) == 0 and "nothing spent" in fig.layout.annotations[0].text
 
 
 def test_user_text_is_escaped_in_figures() -> None:
@@ -122,3 +124,5 @@ def test_user_text_is_escaped_in_figures() -> None:
     verdicts = verdicts_frame()
     verdicts.loc[0, "variant"] = evil
     assert "&lt;script&gt;" in knob_map_figure(verdicts).data[0].text[0]
+    panel = knob_panel_figure(curves, fits_frame(), verdicts, evil, axis="flops")
+    assert "&lt;script&gt;" in panel.layout.title.text and "<script>" not in panel.to_json()

@@ -1,8 +1,11 @@
 """scalerl-harness: ablation sweeps, a results store and sigmoid-fit verdicts for RL post-training.
 
 Importing :mod:`harness` is cheap: heavy dependencies (torch, transformers, plotly, scipy) are
-imported by the submodules that need them, when they are first used.
+imported by the submodules that need them, when they are first used. The notebook API,
+:class:`harness.Sweep` (:mod:`harness.api`), is imported on first access too.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import (
     AnalysisError,
@@ -13,14 +16,32 @@ from harness.errors import (
     StoreError,
 )
 
+if TYPE_CHECKING:
+    from harness.api import FitResult, LaunchResult, Sweep
+
 __version__ = "0.1.0"
+
+_LAZY = {"FitResult", "LaunchResult", "Sweep"}
+
+
+def __getattr__(name: str) -> Any:
+    """``harness.Sweep`` and its result types, imported from :mod:`harness.api` on first use."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module("harness.api"), name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+
 
 __all__ = [
     "AnalysisError",
     "ConfigError",
     "ExecutionError",
+    "FitResult",
     "HarnessError",
     "ImportFormatError",
+    "LaunchResult",
     "StoreError",
+    "Sweep",
     "__version__",
 ]

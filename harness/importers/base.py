@@ -41,7 +41,9 @@ SYSTEM_NAMES = (*STEP_NAMES, "_runtime", "_timestamp", "wall_time", "relative ti
 class ImportedCurve:
     """One (run, metric) curve. ``steps`` are integers (unique, increasing, >= 0); ``x`` is the axis
     the user chose (the step itself by default); ``x_name`` names it as in the source file.
-    ``values`` may hold NaN / ±inf (logged as such; counted as ``non-finite-value``)."""
+    ``values`` may hold NaN / ±inf (logged as such; counted as ``non-finite-value``). ``params``
+    are the run's parameters where the source records them (MLflow params, a TensorBoard run's
+    ``params.json`` or hparams), as strings; :mod:`harness.importers.mapping` reads them."""
 
     source: str
     run: str
@@ -50,6 +52,7 @@ class ImportedCurve:
     steps: NDArray[np.int64]
     x: NDArray[np.float64]
     values: NDArray[np.float64]
+    params: Mapping[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.values.size)
@@ -158,7 +161,7 @@ def check_step(value: float, where: str, losses: LossLog) -> int | None:
 
 
 def make_curve(
-    source: Path,
+    source: str | Path,
     run: str,
     metric: str,
     x_name: str,

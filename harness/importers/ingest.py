@@ -2,8 +2,12 @@
 
 Identity: a run's id is the first 16 hex chars of SHA-256 of ``"<sweep>\\0<run name>"`` plus
 ``-s0``, so importing the same run again (or from another file that holds it too, as W&B exports
-often do) upserts the same points instead of duplicating them. Each imported run is its own
-variant (named after the run, no knob, seed 0) and is marked ``completed``.
+often do) upserts the same points instead of duplicating them. Without ``roles`` each imported
+run is its own variant (named after the run, no knob, seed 0); with ``roles`` (from a
+:class:`harness.importers.mapping.RunMapping`) each run lands on its variant, knob, alternative and
+seed (run id suffix ``-s<seed>``), so the sweep has a ``baseline`` and ``scalerl fit`` gives
+verdicts. A run's membership keeps the names of its first import (the store's rule): to map the same
+runs differently, import them into another sweep. Every run is marked ``completed``.
 
 Compute columns: the point's ``step`` is always the source step. The x axis the user picked
 fills one compute unit, named by ``axis_unit`` or inferred from the axis name:
@@ -19,12 +23,13 @@ from __future__ import annotations
 import hashlib
 import socket
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ImportFormatError
 from harness.importers.base import ImportedCurve, is_step_name
+from harness.importers.mapping import BASELINE, RunRole
 
 AXIS_UNITS = ("step", "wall_s", "gpu_hours", "flops", "tokens", "samples")
 
@@ -52,8 +57,16 @@ def compute_for(unit: str, x: float) -> dict[str, float]:
     return {unit: x}
 
 
-def run_id_for(sweep: str, run: str) -> str:
-    return hashlib.sha256(f"{sweep}\0{run}".encode()).hexdigest()[:16] + "-s0"
+def run_id_for(sweep: str, run: str, seed: int = 0) -> str:
+    return hashlib.sha256(f"{sweep}\0{run}".encode()).hexdigest()[:16] + f"-s{seed}"
+
+
+def run_params(curves: Sequence[ImportedCurve]) -> dict[str, dict[str, str]]:
+    """Run name -> its params (merged over the run's curves), the input of ``RunMapping.assign``."""
+    out: dict[str, dict[str, str]] = {}
+    for c in curves:
+        out.setdefault(c.run, {}).update(c.params)
+    return out
 
 
 @dataclass(frozen=True)
@@ -67,9 +80,15 @@ class ImportSummary:
 
 
 def import_curves(
-    store: Any, curves: Sequence[ImportedCurve], sweep: str, *, axis_unit: str | None = None
+    store: Any,
+    curves: Sequence[ImportedCurve],
+    sweep: str,
+    *,
+    axis_unit: str | None = None,
+    roles: Mapping[str, RunRole] | None = None,
 ) -> ImportSummary:
-    """Register one run per distinct run name and write its points through the store's writer."""
+    """Register one run per distinct run name and write its points through the store's writer.
+    ``roles`` (run name -> role) places each run in the sweep; it must name every run."""
     from db import RunRecord
 
     if axis_unit is not None and axis_unit not in AXIS_UNITS:
@@ -85,7 +104,14 @@ def import_curves(
                 f"{c.source}: run {c.run!r} metric {c.metric!r} has a negative step "
                 f"{int(c.steps.min())} (fix: steps must be >= 0)"
             )
-    store.ensure_sweep(sweep, {"source": "import"})
+    if roles is not None:
+        missing = sorted(set(by_run) - set(roles))
+        if missing:
+            raise ImportFormatError(f"runs {missing} have no role in the mapping (fix: map every run)")
+    spec: dict[str, Any] = {"source": "import"}
+    if roles is not None:
+        spec["loo"] = {"baseline_name": BASELINE}
+    store.ensure_sweep(sweep, spec)
     new_runs = points = 0
     for run, group in by_run.items():
         unit = units[run]
@@ -95,20 +121,29 @@ def import_curves(
             for st, xv, val in zip(c.steps.tolist(), c.x.tolist(), c.values.tolist(), strict=True):
                 metrics, compute = steps.setdefault(int(st), ({}, compute_for(unit, float(xv))))
                 metrics[c.metric] = float(val)
-        run_id = run_id_for(sweep, run)
+        role = roles[run] if roles is not None else RunRole(run, None, None, 0)
+        run_id = run_id_for(sweep, run, role.seed)
         sources = sorted({c.source for c in group})
-        config = {"imported_from": sources, "run": run, "axis": group[0].x_name, "axis_unit": unit}
+        config: dict[str, Any] = {
+            "imported_from": sources,
+            "run": run,
+            "axis": group[0].x_name,
+            "axis_unit": unit,
+        }
+        params = {k: v for c in group for k, v in c.params.items()}
+        if params:
+            config["params"] = params
         new_runs += bool(
             store.register_run(
                 RunRecord(
                     run_id=run_id,
                     sweep=sweep,
-                    variant=run,
-                    seed=0,
+                    variant=role.variant,
+                    seed=role.seed,
                     config=config,
                     config_hash=run_id.split("-", 1)[0],
-                    knob=None,
-                    alternative=None,
+                    knob=role.knob,
+                    alternative=role.alternative,
                 )
             )
         )

@@ -7,8 +7,10 @@ bad record and says so only at DEBUG; here a record that fails its checksum is s
 (``crc-failure``, reading resumes at the next sound record) and a cut-short last record is counted
 (``truncated-tail``). Scalars come as
 ``simple_value`` (TF1-style) or as a 0-d ``tensor`` (TF2 / PyTorch writers); both are read. The run
-is named after the file (the part before ``.tfevents``). The x axis is the event step, or with
-``axis_column="wall_time"`` the seconds since the file's first event.
+is named after the file (the part before ``.tfevents``); :func:`read_logdir` reads a log directory
+instead, one run per directory holding event files (standard ``events.out.tfevents.<time>.<host>``
+names all start alike, so a directory, not a file name, is what tells runs apart). The x axis is
+the event step, or with ``axis_column="wall_time"`` the seconds since the run's first event.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import struct
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from harness.errors import ImportFormatError
 from harness.importers.base import (
     CurveImporter,
     ImportedCurve,
+    ImportResult,
     LossLog,
     check_step,
     make_curve,
@@ -60,47 +64,13 @@ class TensorBoardImporter(CurveImporter):
             raise ImportFormatError(
                 f"{path}: axis column {axis!r} does not exist in event files (fix: use one of {_AXES})"
             )
-        try:
-            from tensorboard.compat.proto.event_pb2 import Event
-            from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
-        except ImportError:
-            raise ImportFormatError(
-                f"{path}: reading TensorBoard files needs the tensorboard package "
-                "(fix: pip install 'scalerl-harness[tensorboard]')"
-            ) from None
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise ImportFormatError(f"{path}: cannot read: {err}") from None
-        points: dict[str, list[tuple[int, float, float, str]]] = defaultdict(list)
-        first_wall: float | None = None
-        n_events = 0
-        for index, record in _records(data, masked_crc32c, losses):
-            try:
-                event = Event.FromString(record)
-            except Exception as err:  # protobuf's DecodeError: a sound checksum over a bad event
-                raise ImportFormatError(
-                    f"{path}: record {index} is not a TensorBoard event: {err} "
-                    "(fix: pass an events file written by TensorBoard / tensorboardX / PyTorch)"
-                ) from None
-            n_events += 1
-            if first_wall is None:
-                first_wall = event.wall_time
-            step: int | None = None
-            for value in event.summary.value:
-                v = _scalar(value)
-                if v is None:
-                    continue
-                if step is None:
-                    step = check_step(float(event.step), f"record {index}", losses)
-                    if step is None:
-                        break
-                points[value.tag].append((step, event.wall_time - first_wall, v, f"record {index}"))
+        points, _ = _read_events(path, losses)
         if not points:
             raise ImportFormatError(
-                f"{path}: {n_events} event(s) but no scalar summaries (fix: log scalars with "
-                "SummaryWriter.add_scalar, or pick the events file that holds them)"
+                f"{path}: no scalar summaries (fix: log scalars with SummaryWriter.add_scalar, or "
+                "pick the events file that holds them)"
             )
+        first_wall = min(p[1] for pts in points.values() for p in pts)
         run = path.name.split(".tfevents")[0] or path.stem
         return [
             make_curve(
@@ -109,13 +79,82 @@ class TensorBoardImporter(CurveImporter):
                 tag,
                 axis,
                 [p[0] for p in pts],
-                [float(p[0]) if axis == "step" else p[1] for p in pts],
+                [float(p[0]) if axis == "step" else p[1] - first_wall for p in pts],
                 [p[2] for p in pts],
                 [p[3] for p in pts],
                 losses,
             )
             for tag, pts in points.items()
         ]
+
+
+Points = dict[str, list[tuple[int, float, float, str]]]
+
+
+def _proto(path: Path) -> tuple[Any, Callable[[bytes], int]]:
+    try:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+    except ImportError:
+        raise ImportFormatError(
+            f"{path}: reading TensorBoard files needs the tensorboard package "
+            "(fix: pip install 'scalerl-harness[tensorboard]')"
+        ) from None
+    return Event, masked_crc32c
+
+
+def _hparams(value: Any) -> dict[str, str]:
+    """The hparams a ``SessionStartInfo`` summary (``add_hparams`` / ``hparams.api``) records."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    try:
+        data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+    except Exception:  # protobuf's DecodeError: not an hparams record after all
+        return {}
+    out: dict[str, str] = {}
+    for name, v in data.session_start_info.hparams.items():
+        kind = v.WhichOneof("kind")
+        if kind == "number_value":
+            num = float(v.number_value)
+            out[name] = str(int(num)) if num.is_integer() else repr(num)
+        elif kind == "bool_value":
+            out[name] = str(bool(v.bool_value)).lower()
+        elif kind == "string_value":
+            out[name] = v.string_value
+    return out
+
+
+def _read_events(path: Path, losses: LossLog) -> tuple[Points, dict[str, str]]:
+    """Tag -> [(step, absolute wall time, value, place)] of one events file, and its hparams."""
+    event_cls, masked_crc32c = _proto(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ImportFormatError(f"{path}: cannot read: {err}") from None
+    points: Points = defaultdict(list)
+    hparams: dict[str, str] = {}
+    for index, record in _records(data, masked_crc32c, losses):
+        try:
+            event = event_cls.FromString(record)
+        except Exception as err:  # protobuf's DecodeError: a sound checksum over a bad event
+            raise ImportFormatError(
+                f"{path}: record {index} is not a TensorBoard event: {err} "
+                "(fix: pass an events file written by TensorBoard / tensorboardX / PyTorch)"
+            ) from None
+        step: int | None = None
+        for value in event.summary.value:
+            if value.metadata.plugin_data.plugin_name == "hparams":
+                hparams.update(_hparams(value))
+                continue
+            v = _scalar(value)
+            if v is None:
+                continue
+            if step is None:
+                step = check_step(float(event.step), f"{path.name} record {index}", losses)
+                if step is None:
+                    break
+            points[value.tag].append((step, float(event.wall_time), v, f"{path.name} record {index}"))
+    return points, hparams
 
 
 def _records(
@@ -169,3 +208,89 @@ def _resync(data: bytes, start: int, masked_crc32c: Callable[[bytes], int]) -> i
         ):
             return pos
     return None
+
+
+def read_logdir(
+    root: str | Path, *, metric: str | None = None, axis_column: str | None = None
+) -> list[ImportResult]:
+    """A TensorBoard log directory: one run per directory holding event files, named by its path
+    relative to ``root`` (``root``'s own name for files directly in it). Several event files in one
+    directory (a resumed run) are one run, read in file-name order (the names start with the
+    creation time); a step logged in two files keeps the later file's value (``duplicate-step``).
+    Two directories never merge. Run params come from a ``params.json`` (a flat JSON object) in the
+    run directory, else from the hparams the event files record. One result per run."""
+    import fnmatch
+
+    def keep(name: str) -> bool:
+        return metric is None or name == metric or fnmatch.fnmatchcase(name, metric)
+
+    base = Path(root)
+    axis = axis_column or "step"
+    if axis not in _AXES:
+        raise ImportFormatError(
+            f"{base}: axis column {axis!r} does not exist in event files (fix: use one of {_AXES})"
+        )
+    by_dir: dict[Path, list[Path]] = defaultdict(list)
+    for f in sorted(base.rglob("*tfevents*")):
+        if f.is_file():
+            by_dir[f.parent].append(f)
+    if not by_dir:
+        raise ImportFormatError(
+            f"{base}: no TensorBoard event files (*tfevents*) under this directory (fix: check the path)"
+        )
+    results: list[ImportResult] = []
+    tags: set[str] = set()
+    for run_dir, files in sorted(by_dir.items()):
+        run = base.name if run_dir == base else run_dir.relative_to(base).as_posix()
+        losses = LossLog()
+        points: Points = defaultdict(list)
+        hparams: dict[str, str] = {}
+        for f in files:
+            pts, hp = _read_events(f, losses)
+            hparams.update(hp)
+            for tag, p in pts.items():
+                points[tag].extend(p)
+        params = _params_json(run_dir) if (run_dir / "params.json").is_file() else hparams
+        tags.update(points)
+        if not points:
+            raise ImportFormatError(
+                f"{run_dir}: {len(files)} event file(s) but no scalar summaries (fix: log scalars with "
+                "SummaryWriter.add_scalar, or move the directory out of the log directory)"
+            )
+        first_wall = min(p[1] for pts in points.values() for p in pts)
+        curves = [
+            make_curve(
+                run_dir,
+                run,
+                tag,
+                axis,
+                [p[0] for p in pts],
+                [float(p[0]) if axis == "step" else p[1] - first_wall for p in pts],
+                [p[2] for p in pts],
+                [p[3] for p in pts],
+                losses,
+            )
+            for tag, pts in sorted(points.items())
+            if keep(tag)
+        ]
+        curves = [replace(c, params=params) for c in curves if len(c)]
+        results.append(ImportResult(str(run_dir), "tensorboard", tuple(curves), losses.freeze(keep)))
+    if metric is not None and not any(r.curves for r in results):
+        shown = ", ".join(sorted(tags)[:12]) + (" ..." if len(tags) > 12 else "")
+        raise ImportFormatError(f"{base}: no metric matches {metric!r} (fix: use one of: {shown})")
+    return results
+
+
+def _params_json(run_dir: Path) -> dict[str, str]:
+    import json
+
+    path = run_dir / "params.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ImportFormatError(
+            f"{path}: cannot read params: {err} (fix: write a flat JSON object)"
+        ) from None
+    if not isinstance(data, dict):
+        raise ImportFormatError(f'{path}: params must be a JSON object (fix: write {{"name": value, ...}})')
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}

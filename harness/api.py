@@ -1,0 +1,568 @@
+"""The Python API for notebooks: :class:`Sweep`, a thin facade over what the ``scalerl`` commands do.
+
+::
+
+    from harness import Sweep
+
+    sweep = Sweep.from_yaml("recipes/tiny-loo.yaml", ["seeds=[0]"], db="sqlite:///demo.db")
+    sweep.plan().runs                 # the PlannedRuns `scalerl plan` lists
+    sweep.launch(executor="local")    # `scalerl sweep`: submits only what is missing
+    sweep.wait(timeout_s=3600)        # `--wait`, quiet unless given a stream
+    sweep.status()                    # `scalerl status` as a DataFrame
+    sweep.curves()                    # db.queries.curves of the sweep's fit metric
+    sweep.fit().verdicts              # `scalerl fit`, as DataFrames, nothing printed
+    sweep.report("loo.html")          # `scalerl report`; .figures() gives its Plotly figures
+
+Every method calls the functions the CLI handlers call (``harness.recipe``,
+``harness.execution``, ``harness.search``, ``harness.analysis.sweep``, ``harness.report``), so a
+notebook and the command line plan the same run ids and write the same rows. Nothing here prints.
+
+The store (``db=URL``; default ``$SCALERL_DB_URL``, else ``sqlite:///./scalerl.db``) is opened on
+first use, in the mode the matching command uses: :meth:`Sweep.launch` may create it, the other
+methods need it to exist (:meth:`Sweep.report` and :meth:`Sweep.figures` only read). A
+:class:`Sweep` is not thread-safe; :meth:`Sweep.close` (or ``with``) closes its stores.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+from harness.errors import ConfigError, ExecutionError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from db import Store
+    from harness.execution.progress import Snapshot
+    from harness.recipe import Plan, SweepSpec
+    from harness.report.document import ReportData
+
+__all__ = ["FitResult", "LaunchResult", "Sweep"]
+
+_Mode = Literal["create", "existing", "readonly"]
+DEFAULT_METRIC = "val/pass_rate"
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """What :meth:`Sweep.launch` did. ``decisions`` has one row per planned run (the columns of
+    ``scalerl sweep --json``: run_id, variant, seed, action, reason, job_id); a search's has none,
+    its trials become runs as its workers start them (``job_ids``: the workers)."""
+
+    sweep: str
+    executor: str
+    state_dir: Path
+    decisions: pd.DataFrame
+    job_ids: tuple[str, ...] = ()
+
+    def count(self, *actions: str) -> int:
+        """How many runs got one of ``actions`` (``submit``, ``retry``, ``skip-completed`` ...)."""
+        return 0 if self.decisions.empty else int(self.decisions["action"].isin(actions).sum())
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """:meth:`Sweep.fit`: the rows ``scalerl fit`` stores, as frames with the store's columns
+    (``db.models.FIT_COLUMNS`` / ``VERDICT_COLUMNS``), and whether they were saved."""
+
+    sweep: str
+    metric: str
+    axis: str
+    fits: pd.DataFrame
+    verdicts: pd.DataFrame
+    notes: tuple[str, ...] = ()
+    saved: bool = False
+    analysis: Any = field(default=None, repr=False)  # harness.analysis.verdicts.SweepAnalysis | None
+
+
+class Sweep:
+    """One sweep: from its YAML file (plan and launch), or by name from a store (the rest).
+
+    Build with :meth:`from_yaml`, :meth:`from_dict` or :meth:`open`, not the constructor.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        spec: SweepSpec | None = None,
+        path: Path | None = None,
+        overrides: Sequence[str] = (),
+        db: str | None = None,
+        from_dict: bool = False,
+    ) -> None:
+        self.name = name
+        self.spec = spec
+        self.path = path
+        self.overrides = tuple(overrides)
+        self.db = db
+        self._from_dict = from_dict
+        self._stores: dict[_Mode, Store] = {}
+        self._launched: Any = None  # harness.search.launch.Launched of this object's search
+        self._stored_spec: dict[str, Any] | None = None
+        self._poll_s: float | None = None  # how often wait() asks the scheduler: set by launch()
+
+    # ----------------------------------------------------------------- building
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, overrides: Sequence[str] = (), *, db: str | None = None) -> Sweep:
+        """``scalerl plan PATH key=value ...``'s sweep: read, extend, override and validate it.
+
+        Raises :class:`~harness.errors.ConfigError` naming the file, line, field, value and fix."""
+        from harness.recipe import load_sweep
+
+        spec = load_sweep(path, list(overrides))
+        return cls(spec.sweep, spec=spec, path=Path(path), overrides=overrides, db=db)
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        overrides: Sequence[str] = (),
+        *,
+        base_dir: str | Path = ".",
+        db: str | None = None,
+    ) -> Sweep:
+        """A sweep written as a dict (the YAML file's content). Relative ``base:`` and ``extends:``
+        paths are read from ``base_dir``. The dict goes through the same loader as a file (it is
+        written to a temporary YAML file, left in place: a search's local workers read it); its
+        errors name the field, value and fix, without a file or line (a dict has none)."""
+        import yaml
+
+        folder = Path(tempfile.mkdtemp(prefix="scalerl-sweep-"))
+        content = dict(data)
+        for key in ("base", "extends"):
+            if isinstance(content.get(key), str):
+                content[key] = str((Path(base_dir) / content[key]).resolve())
+        path = folder / "sweep.yaml"
+        path.write_text(yaml.safe_dump(content, sort_keys=False), encoding="utf-8")
+        try:
+            made = cls.from_yaml(path, overrides, db=db)
+        except ConfigError as err:
+            if err.file != str(path):
+                raise
+            raise ConfigError(err.reason, field=err.field, value=err.value, fix=err.fix) from None
+        made._from_dict = True
+        return made
+
+    @classmethod
+    def open(cls, name: str, *, db: str | None = None) -> Sweep:
+        """A sweep already in the store, by name: status, wait, curves, fit and report work; plan
+        and launch need its file (:meth:`from_yaml`). The store must exist."""
+        made = cls(name, db=db)
+        made._spec_in_store()  # an unknown name fails here, listing the known ones
+        return made
+
+    # ------------------------------------------------------------- the store
+
+    def store(self, mode: _Mode = "existing") -> Store:
+        """The ``db`` store opened as the commands open it: ``create`` (``scalerl sweep``),
+        ``existing`` (``status``, ``fit``: never creates one) or ``readonly`` (``report``)."""
+        if mode not in self._stores:
+            import db
+
+            opened = db.open_store(self.db, create=mode == "create", readonly=mode == "readonly")
+            self._stores[mode] = opened
+        return self._stores[mode]
+
+    def close(self) -> None:
+        """Close the stores this object opened (it opens them again when used)."""
+        for store in self._stores.values():
+            store.close()
+        self._stores.clear()
+
+    def __enter__(self) -> Sweep:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f" from {self.path}" if self.path and not self._from_dict else ""
+        return f"Sweep({self.name!r}{where})"
+
+    def _spec_in_store(self) -> dict[str, Any]:
+        if self._stored_spec is None:
+            from db import queries
+
+            known = queries.sweeps(self.store())
+            match = known[known["name"] == self.name]
+            if match.empty:
+                names = [str(n) for n in known["name"]]
+                raise ConfigError(
+                    "no such sweep in the store",
+                    field="sweep",
+                    value=self.name,
+                    fix=f"use one of {names}, pass db=URL, or launch it first",
+                )
+            self._stored_spec = dict(match.iloc[0]["spec"] or {})
+        return self._stored_spec
+
+    def _metric(self, metric: str | None) -> str:
+        if metric:
+            return metric
+        if self.spec is not None:
+            return str(self.spec.fit.metric)
+        return str((self._spec_in_store().get("fit") or {}).get("metric") or DEFAULT_METRIC)
+
+    def _need_file(self, what: str) -> SweepSpec:
+        if self.spec is None or self.path is None:
+            raise ConfigError(
+                f"{what} needs the sweep's file; this Sweep was opened from the store",
+                field="sweep",
+                value=self.name,
+                fix="use Sweep.from_yaml(PATH) (or from_dict) to plan or launch",
+            )
+        return self.spec
+
+    # ------------------------------------------------------------- planning
+
+    def plan(self) -> Plan:
+        """``scalerl plan``: the runs (``.runs``: variant, seed, run id, resolved recipe, budget)
+        and the variants planned once because they resolve to another's config (``.duplicates``)."""
+        from harness.recipe import plan
+
+        return plan(self._need_file("plan()"))
+
+    # ------------------------------------------------------------- launching
+
+    def launch(
+        self,
+        executor: str | None = None,
+        *,
+        profile: str | None = None,
+        state_dir: str | Path | None = None,
+        max_parallel: int | None = None,
+        workers: int | None = None,
+    ) -> LaunchResult:
+        """``scalerl sweep``: record the sweep and submit only its missing runs (completed ones are
+        skipped, failed ones retried up to ``max_retries``). ``executor``: local, slurm or debug
+        (default: the sweep's). The ``debug`` executor runs everything in this process before
+        returning; ``local`` and ``slurm`` return once submitted (see :meth:`wait`).
+        A ``design: optuna`` sweep starts its search's ``workers`` instead."""
+        import pandas as pd
+
+        spec = self._need_file("launch()")
+        assert self.path is not None
+        state = Path(state_dir).resolve() if state_dir is not None else None
+        if spec.design == "optuna":
+            return self._launch_search(spec, executor, profile, state, workers)
+        from harness.execution.sweep import launch, prepare
+
+        prepared = prepare(
+            self.path,
+            list(self.overrides),
+            executor=executor,
+            profile=profile,
+            db_url=self.db,
+            state_dir=state,
+            max_parallel=max_parallel,
+        )
+        report = launch(self.store("create"), prepared)
+        on_slurm = prepared.executor.name == "slurm"
+        self._poll_s = float(prepared.executor.ctx.profile.poll_s) if on_slurm else 2.0
+        jobs = {h.run_id: h.job_id for h in report.handles}
+        rows = [
+            {"run_id": d.spec.run_id, "variant": d.spec.variant, "seed": d.spec.seed, "action": d.action,
+             "reason": d.reason, "job_id": jobs.get(d.spec.run_id)}
+            for d in report.decisions
+        ]  # fmt: skip
+        columns = ["run_id", "variant", "seed", "action", "reason", "job_id"]
+        return LaunchResult(
+            report.sweep,
+            report.executor,
+            prepared.executor.ctx.state_dir,
+            pd.DataFrame(rows, columns=columns),
+            tuple(str(h.job_id) for h in report.handles),
+        )
+
+    def _launch_search(
+        self,
+        spec: SweepSpec,
+        executor: str | None,
+        profile: str | None,
+        state: Path | None,
+        workers: int | None,
+    ) -> LaunchResult:
+        """As ``scalerl sweep`` does for ``design: optuna`` (harness.cli.sweep._search)."""
+        import pandas as pd
+
+        from harness.execution.profile import SlurmProfile
+        from harness.execution.submit import default_state_dir
+        from harness.execution.sweep import check_store_for, job_db_url, resolve_profile, resolve_resources
+        from harness.search import launch_search
+
+        assert self.path is not None
+        name = executor or spec.executor
+        prof = resolve_profile(spec, profile) if (name == "slurm" or profile) else SlurmProfile()
+        check_store_for(name, self.db, prof)
+        state = state or default_state_dir(spec.sweep)
+        self._poll_s = float(prof.poll_s) if name == "slurm" else 2.0
+        self.store("create").ensure_sweep(spec.sweep, spec.model_dump(mode="json", by_alias=True))
+        sweep_file = self.path
+        if self._from_dict:  # workers read the file: keep a copy where the jobs can see it
+            sweep_file = state / "search" / "sweep.yaml"
+            sweep_file.parent.mkdir(parents=True, exist_ok=True)
+            sweep_file.write_text(self.path.read_text(encoding="utf-8"), encoding="utf-8")
+        self._launched = launch_search(
+            spec,
+            sweep_file,
+            list(self.overrides),
+            executor=name,
+            resources=resolve_resources(spec, prof),
+            profile=prof,
+            db_url=job_db_url(self.db),
+            state_dir=state,
+            workers=workers,
+        )
+        return LaunchResult(spec.sweep, name, state, pd.DataFrame(), self._launched.job_ids)
+
+    # ------------------------------------------------------------- following
+
+    def status(self, *, sync: bool = True) -> pd.DataFrame:
+        """``scalerl status``: one row per run (run_id, variant, seed, status, attempts, job,
+        job_state, error). ``sync`` first records jobs that ended without finishing their run as
+        failed (skipped, with the scheduler's states still shown, on a read-only store)."""
+        import dataclasses
+
+        import pandas as pd
+
+        import db
+        from harness.execution.status import RunView, latest_handles, poll_jobs, views
+        from harness.execution.status import sync as sync_states
+
+        store = self.store()
+        self._spec_in_store()
+        if sync:
+            try:
+                states = sync_states(store, self.name)
+            except db.StoreReadOnlyError:
+                states = poll_jobs(latest_handles(store, self.name))
+        else:
+            states = {}
+        rows = [dataclasses.asdict(r) for r in views(store, self.name, states)]
+        return pd.DataFrame(rows, columns=[f.name for f in dataclasses.fields(RunView)])
+
+    def progress(self, metric: str | None = None) -> Snapshot:
+        """The counts ``scalerl sweep --wait`` shows (``.done``, ``.completed``, ``.failed``,
+        ``.headline()``), read from the store without syncing job states."""
+        from harness.execution.progress import snapshot
+
+        return snapshot(self.store(), self.name, self._metric(metric))
+
+    def wait(
+        self,
+        *,
+        timeout_s: float | None = None,
+        interval_s: float = 2.0,
+        poll_s: float | None = None,
+        out: TextIO | None = None,
+    ) -> Snapshot:
+        """``scalerl sweep --wait``: sync job states (at most every ``poll_s``: default 2 s, the
+        profile's ``poll_s`` on Slurm) and read progress every ``interval_s`` until every run ended.
+        Progress lines go to ``out`` (default: nowhere). With ``fit.stop_when: decided``, stops
+        decided variants as the CLI does. A search launched by this object is followed until its
+        workers exit. Returns the last snapshot (check ``.failed``); raises
+        :class:`~harness.errors.ExecutionError` after ``timeout_s`` with runs still unfinished."""
+        from harness.cli.sweep import Throttle
+        from harness.execution.progress import follow
+        from harness.execution.status import sync
+
+        stream = out if out is not None else io.StringIO()
+        start = time.monotonic()
+        if self._launched is not None and self.spec is not None:
+            from harness.execution.sweep import job_db_url
+            from harness.search import wait_search
+
+            wait_search(
+                self.spec,
+                self._launched,
+                job_db_url(self.db),
+                interval_s=interval_s,
+                timeout_s=timeout_s,
+                out=stream,
+            )
+            # As `scalerl sweep` for a search: done when its workers exit (trials are its runs).
+            return self._done_or_raise(self.progress(), timeout_s)
+        store = self.store()
+        self._spec_in_store()
+        every = poll_s or self._poll_s or self._default_poll_s()
+        scheduler = Throttle(lambda: sync(store, self.name), every)
+        tick: Any = scheduler
+        if self.spec is not None and self.spec.fit.stop_when == "decided":
+            from harness.execution.decide import DecideMonitor
+
+            def say(line: str) -> None:
+                stream.write(line + "\n")
+
+            monitor = DecideMonitor(store, self.name, confidence=self.spec.fit.confidence, say=say)
+
+            def sync_and_decide() -> None:
+                scheduler()
+                monitor()
+
+            tick = sync_and_decide
+        left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - start))
+        snap = follow(
+            store,
+            self.name,
+            metric=self._metric(None),
+            interval_s=interval_s,
+            timeout_s=left,
+            out=stream,
+            before_tick=tick,
+        )
+        return self._done_or_raise(snap, timeout_s)
+
+    def _done_or_raise(self, snap: Snapshot, timeout_s: float | None) -> Snapshot:
+        if not snap.done:
+            waited = "its workers exited" if timeout_s is None else f"{timeout_s:g} s"
+            raise ExecutionError(
+                f"sweep {self.name!r} not done after {waited}: {snap.headline()} "
+                "(fix: call wait() again, or look at status())"
+            )
+        return snap
+
+    def _default_poll_s(self) -> float:
+        """Not launched by this object: the default profile's poll_s for a Slurm sweep, else 2 s."""
+        from harness.execution.profile import SlurmProfile
+
+        executor = self.spec.executor if self.spec is not None else self._spec_in_store().get("executor")
+        return float(SlurmProfile().poll_s) if executor == "slurm" else 2.0
+
+    # ------------------------------------------------------------- results
+
+    def runs(self) -> pd.DataFrame:
+        """``db.queries.runs``: the sweep's runs with status, attempts and point counts."""
+        from db import queries
+
+        return queries.runs(self.store(), self.name)
+
+    def curves(self, metric: str | None = None, *, all_metrics: bool = False) -> pd.DataFrame:
+        """``db.queries.curves`` of the sweep: every point of ``metric`` (default: the sweep's
+        ``fit.metric``), or of every metric with ``all_metrics``; columns ``CURVE_COLUMNS``."""
+        from db import queries
+
+        return queries.curves(self.store(), self.name, None if all_metrics else self._metric(metric))
+
+    def fit(
+        self,
+        *,
+        metric: str | None = None,
+        axis: str | None = None,
+        window_start: float | None = None,
+        window_fraction: float | None = None,
+        margin: float | None = None,
+        method: str = "fast",
+        n_boot: int = 200,
+        save: bool = True,
+    ) -> FitResult:
+        """``scalerl fit``: fit every run and variant, classify each knob; with ``save`` (and a
+        writable store), replace the stored fits and verdicts of this metric and axis. Defaults
+        come from the sweep's ``fit`` section. Raises AnalysisError when nothing can be fitted."""
+        import pandas as pd
+
+        import db
+        from db.models import FIT_COLUMNS, VERDICT_COLUMNS
+        from harness.analysis.fitters import get_fitter
+        from harness.analysis.sweep import FitRequest, fit_sweep, save_fits
+
+        get_fitter(method)  # an unknown name fails before the store is read
+        req = FitRequest(
+            metric=metric,
+            axis=axis,
+            window_start=window_start,
+            window_fraction=window_fraction,
+            margin=margin,
+            method=method,
+            n_boot=n_boot,
+        )
+        store = self.store()
+        result = fit_sweep(store, self.name, req, write=False)
+        saved = False
+        if save:
+            try:
+                save_fits(store, result)
+                saved = True
+            except db.StoreReadOnlyError:
+                pass
+        return FitResult(
+            sweep=result.sweep,
+            metric=result.metric,
+            axis=result.axis,
+            fits=pd.DataFrame(result.fit_rows, columns=list(FIT_COLUMNS)),
+            verdicts=pd.DataFrame(result.verdict_rows, columns=list(VERDICT_COLUMNS)),
+            notes=tuple(result.notes),
+            saved=saved,
+            analysis=result.analysis,
+        )
+
+    def report_data(
+        self, *, metric: str | None = None, axis: str | None = None, max_points: int = 400
+    ) -> ReportData:
+        """What the HTML report shows (runs, curves, fits, verdicts, diagnostics), read-only: the
+        stored fits, else fits computed for the page (``.fits_source`` says which)."""
+        from db.engine import resolve_url
+        from harness.report.build import load_report_data
+
+        return load_report_data(
+            self.store("readonly"),
+            self.name,
+            metric=self._metric(metric),
+            axis=axis,
+            store_kind=resolve_url(self.db).get_backend_name(),
+            max_points_per_run=max_points,
+        )
+
+    def report(
+        self,
+        path: str | Path = "report.html",
+        *,
+        metric: str | None = None,
+        axis: str | None = None,
+        max_points: int = 400,
+    ) -> Path:
+        """``scalerl report``: write the sweep's self-contained, offline HTML report to ``path``
+        (written beside it, then renamed) and return its resolved path."""
+        from harness.report.document import render_html
+
+        out = Path(path)
+        if not out.parent.is_dir():
+            raise ConfigError(
+                "the output folder does not exist",
+                field="path",
+                value=str(out),
+                fix=f"create {out.parent} first or pick another path",
+            )
+        page = render_html(self.report_data(metric=metric, axis=axis, max_points=max_points))
+        tmp = out.with_name(f".{out.name}.tmp")
+        try:
+            tmp.write_text(page, encoding="utf-8")
+            tmp.replace(out)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return out.resolve()
+
+    def figures(self, *, metric: str | None = None, axis: str | None = None) -> dict[str, go.Figure]:
+        """The report's Plotly figures (``harness.report.figures``), by name: ``overview``,
+        ``curves``, ``knob_map``, ``panels`` (a row per knob) and ``verdicts``."""
+        from harness.report import figures as f
+
+        data = self.report_data(metric=metric, axis=axis)
+        m, x = data.metric, data.axis
+        return {
+            "overview": f.overview_figure(data.runs, data.curves, metric=m, axis=x),
+            "curves": f.curves_figure(data.curves, data.fits, metric=m, axis=x),
+            "knob_map": f.knob_map_figure(data.verdicts),
+            "panels": f.knob_panels_figure(
+                data.curves, data.fits, data.verdicts, data.diagnostics, metric=m, axis=x
+            ),
+            "verdicts": f.verdict_table_figure(data.verdicts),
+        }

@@ -1,0 +1,259 @@
+"""Turn imported runs into a sweep with a baseline, knob variants and seeds, so that ``scalerl fit``
+gives knob verdicts.
+
+Each imported run has a name and string params (MLflow params, a TensorBoard run's
+``params.json`` / hparams) plus, with ``run_regex``, the named groups of a regex matched against
+its name. A :class:`RunMapping` says which params hold what:
+
+- ``knob`` + ``alternative``: params whose values are the run's knob and alternative
+  (variant ``<knob>=<alternative>``); or ``variant``: one param whose value is the alternative of
+  the knob named after the param itself (``--variant-from loss``: ``loss=cispo``);
+- ``seed``: the param holding the seed (an integer); without it, a variant's runs get seeds
+  0, 1, ... in run-name order;
+- ``baseline`` (``{param: value}``, every pair must match) and/or ``baseline_run`` (a glob on the
+  run name): the runs that make up the variant ``baseline`` (no knob), which the store's sweep
+  analysis compares every other variant with.
+
+YAML form (``--map map.yaml``)::
+
+    run_regex: '(?P<loss>\\w+)_s(?P<seed>\\d+)'   # optional
+    knob: knob
+    alternative: alternative
+    seed: seed
+    baseline: {knob: none}      # or baseline_run: 'base_*'
+
+Every error names the mapping's file (or flag), the field, the run and value, and the fix.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from harness.errors import ConfigError
+
+BASELINE = "baseline"
+_KEYS = ("run_regex", "knob", "alternative", "variant", "seed", "baseline", "baseline_run")
+
+
+@dataclass(frozen=True)
+class RunRole:
+    """Where one imported run lands in the sweep."""
+
+    variant: str
+    knob: str | None
+    alternative: str | None
+    seed: int
+
+
+@dataclass(frozen=True)
+class RunMapping:
+    knob: str | None = None
+    alternative: str | None = None
+    variant: str | None = None
+    seed: str | None = None
+    baseline: Mapping[str, str] = field(default_factory=dict)
+    baseline_run: str | None = None
+    run_regex: str | None = None
+    # Where the mapping came from, for error messages: a file path or the flags.
+    origin: str = "flags"
+
+    def __post_init__(self) -> None:
+        if self.variant is None and (self.knob is None or self.alternative is None):
+            self._fail(
+                "knob", self.knob, "the mapping names no variant", "set knob and alternative, or variant"
+            )
+        if self.variant is not None and (self.knob is not None or self.alternative is not None):
+            self._fail(
+                "variant", self.variant, "variant and knob/alternative exclude each other", "use one form"
+            )
+        if not self.baseline and self.baseline_run is None:
+            self._fail(
+                "baseline",
+                None,
+                "the mapping names no baseline",
+                "set baseline: {param: value} or baseline_run: NAME (--baseline VALUE with --variant-from)",
+            )
+        if self.run_regex is not None:
+            try:
+                re.compile(self.run_regex)
+            except re.error as err:
+                self._fail("run_regex", self.run_regex, f"not a regex: {err}", "fix the pattern")
+
+    def _fail(self, fld: str, value: object, reason: str, fix: str) -> NoReturn:
+        raise ConfigError(reason, file=self.origin, field=fld, value=value, fix=fix)
+
+    def params_of(self, run: str, params: Mapping[str, str]) -> dict[str, str]:
+        """The run's params with the named groups of ``run_regex`` (searched in its name) added."""
+        out = dict(params)
+        if self.run_regex is not None:
+            m = re.search(self.run_regex, run)
+            if m is not None:
+                out.update({k: v for k, v in m.groupdict().items() if v is not None})
+        return out
+
+    def is_baseline(self, run: str, params: Mapping[str, str]) -> bool:
+        if self.baseline_run is not None and (
+            run == self.baseline_run or fnmatch.fnmatchcase(run, self.baseline_run)
+        ):
+            return True
+        return bool(self.baseline) and all(params.get(k) == v for k, v in self.baseline.items())
+
+    def _param(self, run: str, params: Mapping[str, str], fld: str, name: str) -> str:
+        if name in params:
+            return params[name]
+        has = ", ".join(sorted(params)) or "none"
+        regex = f"; run_regex {self.run_regex!r} did not give it" if self.run_regex else ""
+        self._fail(
+            fld,
+            name,
+            f"run {run!r} has no param {name!r} (its params: {has}){regex}",
+            "log that param for every run, pick another param, or set run_regex to read it from the run name",
+        )
+
+    def assign(self, runs: Mapping[str, Mapping[str, str]]) -> dict[str, RunRole]:
+        """Run name -> its role, for every run of ``runs`` (run name -> params). Raises ConfigError
+        when a run lacks a param the mapping needs, a seed is not an integer, no run is a baseline
+        run, or two runs land on the same variant and seed."""
+        full = {run: self.params_of(run, p) for run, p in runs.items()}
+        parts: dict[str, tuple[str, str | None, str | None]] = {}
+        for run, params in sorted(full.items()):
+            if self.is_baseline(run, params):
+                parts[run] = (BASELINE, None, None)
+            elif self.variant is not None:
+                alt = self._param(run, params, "variant", self.variant)
+                parts[run] = (f"{self.variant}={alt}", self.variant, alt)
+            else:
+                assert self.knob is not None and self.alternative is not None
+                knob = self._param(run, params, "knob", self.knob)
+                alt = self._param(run, params, "alternative", self.alternative)
+                parts[run] = (f"{knob}={alt}", knob, alt)
+        if not any(v == BASELINE for v, _, _ in parts.values()):
+            self._no_baseline(full)
+        roles: dict[str, RunRole] = {}
+        by_variant: dict[str, list[str]] = defaultdict(list)
+        for run, (variant, _, _) in parts.items():
+            by_variant[variant].append(run)
+        for variant, names in by_variant.items():
+            taken: dict[int, str] = {}
+            for i, run in enumerate(sorted(names)):
+                seed = i if self.seed is None else self._seed(run, full[run])
+                if seed in taken:
+                    self._fail(
+                        "seed",
+                        seed,
+                        f"runs {taken[seed]!r} and {run!r} are both variant {variant!r} seed {seed}",
+                        "give each run of a variant its own seed, or import them into separate sweeps",
+                    )
+                taken[seed] = run
+                _, run_knob, run_alt = parts[run]
+                roles[run] = RunRole(variant, run_knob, run_alt, seed)
+        return roles
+
+    def _seed(self, run: str, params: Mapping[str, str]) -> int:
+        assert self.seed is not None
+        text = self._param(run, params, "seed", self.seed)
+        try:
+            as_float = float(text)
+        except ValueError:
+            as_float = float("nan")
+        if as_float != as_float or as_float != int(as_float) or as_float < 0:
+            self._fail(
+                "seed",
+                text,
+                f"run {run!r}: param {self.seed!r} is not a whole number >= 0",
+                "point seed at the param that holds the integer seed",
+            )
+        return int(as_float)
+
+    def _no_baseline(self, full: Mapping[str, Mapping[str, str]]) -> NoReturn:
+        if self.baseline:
+            seen = {k: sorted({p[k] for p in full.values() if k in p}) for k in self.baseline}
+            found = "; ".join(f"{k}: {', '.join(v) or 'no run has it'}" for k, v in seen.items())
+            self._fail(
+                "baseline",
+                dict(self.baseline),
+                f"no run matches the baseline (values found: {found})",
+                "use a value that the baseline runs have",
+            )
+        names = sorted(full)
+        shown = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+        self._fail(
+            "baseline_run",
+            self.baseline_run,
+            f"no run is named like the baseline (runs: {shown})",
+            "use the baseline run's name or a glob matching its seeds",
+        )
+
+
+def from_flags(
+    variant_from: str | None,
+    seed_from: str | None,
+    baseline: str | None,
+    baseline_run: str | None,
+    run_regex: str | None,
+) -> RunMapping:
+    """The mapping of ``--variant-from P [--seed-from S] --baseline V | --baseline-run NAME``."""
+    if variant_from is None:
+        raise ConfigError(
+            "--seed-from/--baseline/--baseline-run/--run-regex need --variant-from",
+            field="--variant-from",
+            fix="pass --variant-from PARAM, or put the whole mapping in --map map.yaml",
+        )
+    return RunMapping(
+        variant=variant_from,
+        seed=seed_from,
+        baseline={variant_from: baseline} if baseline is not None else {},
+        baseline_run=baseline_run,
+        run_regex=run_regex,
+        origin="--variant-from/--baseline",
+    )
+
+
+def load_mapping(path: str | Path) -> RunMapping:
+    """Read a mapping YAML file; unknown keys and wrong types are errors naming the file and key."""
+    import yaml
+
+    p = Path(path)
+    try:
+        data: Any = yaml.safe_load(p.read_text())
+    except OSError as err:
+        raise ConfigError(f"cannot read: {err}", file=str(p), fix="check the --map path") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"not valid YAML: {err}", file=str(p), fix="fix the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise ConfigError("a mapping file holds a YAML mapping", file=str(p), fix=f"use keys {_KEYS}")
+    unknown = sorted(set(data) - set(_KEYS))
+    if unknown:
+        raise ConfigError("unknown key", file=str(p), field=unknown[0], fix=f"use only: {', '.join(_KEYS)}")
+    for key in ("run_regex", "knob", "alternative", "variant", "seed", "baseline_run"):
+        if data.get(key) is not None and not isinstance(data[key], str | int):
+            raise ConfigError("must be a string", file=str(p), field=key, value=data[key], fix="quote it")
+    base = data.get("baseline") or {}
+    if not isinstance(base, dict):
+        raise ConfigError(
+            "must map params to values",
+            file=str(p),
+            field="baseline",
+            value=base,
+            fix="baseline: {knob: none}",
+        )
+
+    def opt(key: str) -> str | None:
+        return None if data.get(key) is None else str(data[key])
+
+    return RunMapping(
+        knob=opt("knob"),
+        alternative=opt("alternative"),
+        variant=opt("variant"),
+        seed=opt("seed"),
+        baseline={str(k): str(v) for k, v in base.items()},
+        baseline_run=opt("baseline_run"),
+        run_regex=opt("run_regex"),
+        origin=str(p),
+    )

@@ -70,22 +70,8 @@ class TensorBoardImporter(CurveImporter):
                 f"{path}: no scalar summaries (fix: log scalars with SummaryWriter.add_scalar, or "
                 "pick the events file that holds them)"
             )
-        first_wall = min(p[1] for pts in points.values() for p in pts)
         run = path.name.split(".tfevents")[0] or path.stem
-        return [
-            make_curve(
-                path,
-                run,
-                tag,
-                axis,
-                [p[0] for p in pts],
-                [float(p[0]) if axis == "step" else p[1] - first_wall for p in pts],
-                [p[2] for p in pts],
-                [p[3] for p in pts],
-                losses,
-            )
-            for tag, pts in points.items()
-        ]
+        return _curves(path, run, points, axis, losses)
 
 
 Points = dict[str, list[tuple[int, float, float, str]]]
@@ -257,22 +243,9 @@ def read_logdir(
                 f"{run_dir}: {len(files)} event file(s) but no scalar summaries (fix: log scalars with "
                 "SummaryWriter.add_scalar, or move the directory out of the log directory)"
             )
-        first_wall = min(p[1] for pts in points.values() for p in pts)
-        curves = [
-            make_curve(
-                run_dir,
-                run,
-                tag,
-                axis,
-                [p[0] for p in pts],
-                [float(p[0]) if axis == "step" else p[1] - first_wall for p in pts],
-                [p[2] for p in pts],
-                [p[3] for p in pts],
-                losses,
-            )
-            for tag, pts in sorted(points.items())
-            if keep(tag)
-        ]
+        origin = min(p[1] for pts in points.values() for p in pts)  # over every tag, kept or not
+        kept = dict(sorted((t, v) for t, v in points.items() if keep(t)))
+        curves = _curves(run_dir, run, kept, axis, losses, origin)
         curves = [replace(c, params=params) for c in curves if len(c)]
         results.append(ImportResult(str(run_dir), "tensorboard", tuple(curves), losses.freeze(keep)))
     if metric is not None and not any(r.curves for r in results):
@@ -294,3 +267,27 @@ def _params_json(run_dir: Path) -> dict[str, str]:
     if not isinstance(data, dict):
         raise ImportFormatError(f'{path}: params must be a JSON object (fix: write {{"name": value, ...}})')
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
+
+
+def _curves(
+    source: Any, run: str, points: dict[str, list[Any]], axis: str, losses: Any, origin: float | None = None
+) -> list[Any]:
+    """One curve per tag from ``tag -> [(step, wall, value, where)]``; wall time is measured from
+    ``origin`` (default: the run's first point over every tag), so a run's curves share it."""
+    if not points:
+        return []
+    first_wall = origin if origin is not None else min(p[1] for pts in points.values() for p in pts)
+    return [
+        make_curve(
+            source,
+            run,
+            tag,
+            axis,
+            [p[0] for p in pts],
+            [float(p[0]) if axis == "step" else p[1] - first_wall for p in pts],
+            [p[2] for p in pts],
+            [p[3] for p in pts],
+            losses,
+        )
+        for tag, pts in points.items()
+    ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +119,21 @@ def _read_events(path: Path, losses: LossLog) -> tuple[Points, dict[str, str]]:
         raise ImportFormatError(f"{path}: cannot read: {err}") from None
     points: Points = defaultdict(list)
     hparams: dict[str, str] = {}
-    for index, record in _records(data, masked_crc32c, losses):
+    _parse(path, _records(data, masked_crc32c, losses), event_cls, losses, points, hparams)
+    return points, hparams
+
+
+def _parse(
+    path: Path,
+    records: Iterator[tuple[int, bytes]],
+    event_cls: Any,
+    losses: LossLog,
+    points: Points,
+    hparams: dict[str, str],
+) -> None:
+    """Add the scalars of ``records`` (of the file ``path``) to ``points`` and its hparams to
+    ``hparams``."""
+    for index, record in records:
         try:
             event = event_cls.FromString(record)
         except Exception as err:  # protobuf's DecodeError: a sound checksum over a bad event
@@ -140,43 +154,116 @@ def _read_events(path: Path, losses: LossLog) -> tuple[Points, dict[str, str]]:
                 if step is None:
                     break
             points[value.tag].append((step, float(event.wall_time), v, f"{path.name} record {index}"))
-    return points, hparams
+
+
+class LogdirTail:
+    """Read one run's TensorBoard directory incrementally while its trainer is writing it.
+
+    The event files directly in ``run_dir`` are read in file-name order (the standard names start
+    with the creation time, so a resumed run's new file comes last), each from where the previous
+    :meth:`poll` stopped: the end of its last whole record. A record still being written is left
+    for a later poll, never read half and never counted as lost; the last poll (``final=True``,
+    once the writer has exited) counts what is still incomplete as ``truncated-tail``. Records
+    are framed, checksummed and parsed exactly as :func:`read_logdir` does, so the points polled
+    over a run are the points importing the finished directory gives, in the same order (for a
+    step logged twice the later one is last). Losses accumulate in :attr:`losses`. Not thread-safe:
+    one caller polls."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.losses = LossLog()
+        self._cursors: dict[Path, _Cursor] = {}
+
+    def poll(self, *, final: bool = False) -> Points:
+        """Tag -> [(step, absolute wall time, value, place)] of the records completed since the
+        last poll; empty while the directory does not exist yet."""
+        points: Points = defaultdict(list)
+        files = sorted(f for f in self.run_dir.glob("*tfevents*") if f.is_file())
+        if not files:
+            return {}
+        event_cls, masked_crc32c = _proto(self.run_dir)
+        hparams: dict[str, str] = {}
+        for f in files:
+            cur = self._cursors.setdefault(f, _Cursor())
+            try:
+                with f.open("rb") as fh:
+                    fh.seek(cur.base)
+                    data = fh.read()
+            except OSError as err:
+                raise ImportFormatError(f"{f}: cannot read: {err}") from None
+            cur.pos = 0
+            records = _records(data, masked_crc32c, self.losses, cur, final=final)
+            _parse(f, records, event_cls, self.losses, points, hparams)
+            cur.base += len(data) if final else cur.pos  # after the final poll nothing is recounted
+            cur.pos = 0
+        return dict(points)
+
+
+@dataclass
+class _Cursor:
+    """Where framing resumes in a file that is still growing: ``pos`` (bytes consumed, up to the
+    end of the last whole record) and ``index`` (records numbered so far)."""
+
+    pos: int = 0
+    index: int = 0
+    base: int = 0  # where ``data`` starts in the file, for the byte offsets losses name
 
 
 def _records(
-    data: bytes, masked_crc32c: Callable[[bytes], int], losses: LossLog
+    data: bytes,
+    masked_crc32c: Callable[[bytes], int],
+    losses: LossLog,
+    cursor: _Cursor | None = None,
+    *,
+    final: bool = True,
 ) -> Iterator[tuple[int, bytes]]:
     """The TFRecord framing: ``uint64 length, uint32 masked CRC-32C of the length, data, uint32
     masked CRC-32C of the data``, little-endian. Yields (1-based record number, data) for every
     sound record. A record whose data checksum fails is skipped (its length is sound); one whose
     header checksum fails is skipped by scanning forward to the next sound record. Both count as
-    ``crc-failure``; an incomplete last record counts as ``truncated-tail``."""
-    pos, index, size = 0, 0, len(data)
+    ``crc-failure``; an incomplete last record counts as ``truncated-tail``.
+
+    ``cursor`` (read and advanced in place) starts the framing at ``cursor.pos`` of ``data``;
+    with ``final=False`` (a file still being written) an incomplete last record, or bad bytes with
+    no whole record after them yet, is left unread and uncounted: ``cursor.pos`` stops before it
+    so the next read starts there."""
+    cur = cursor if cursor is not None else _Cursor()
+    pos, index, size = cur.pos, cur.index, len(data)
     while pos < size:
         index += 1
+        at = cur.base + pos
         if size - pos < 12:
-            losses.add("truncated-tail", f"record {index} (byte {pos}): {size - pos} byte(s) of header")
+            if final:
+                losses.add("truncated-tail", f"record {index} (byte {at}): {size - pos} byte(s) of header")
             return
         (length,) = struct.unpack_from("<Q", data, pos)
         (header_crc,) = struct.unpack_from("<I", data, pos + 8)
         if masked_crc32c(data[pos : pos + 8]) != header_crc:
-            losses.add("crc-failure", f"record {index} (byte {pos}): header checksum")
             nxt = _resync(data, pos + 1, masked_crc32c)
-            if nxt is None:
+            if nxt is None and not final:
                 return
-            pos = nxt
+            losses.add("crc-failure", f"record {index} (byte {at}): header checksum")
+            if nxt is None:
+                cur.pos, cur.index = size, index
+                return
+            pos = cur.pos = nxt
+            cur.index = index
             continue
         end = pos + 12 + length + 4
         if end > size:
-            losses.add("truncated-tail", f"record {index} (byte {pos}): {size - pos} of {end - pos} byte(s)")
+            if final:
+                losses.add(
+                    "truncated-tail", f"record {index} (byte {at}): {size - pos} of {end - pos} byte(s)"
+                )
             return
         body = data[pos + 12 : pos + 12 + length]
         (data_crc,) = struct.unpack_from("<I", data, end - 4)
+        pos = cur.pos = end
+        cur.index = index
         if masked_crc32c(body) != data_crc:
-            losses.add("crc-failure", f"record {index} (byte {pos}): data checksum")
+            losses.add("crc-failure", f"record {index} (byte {at}): data checksum")
         else:
             yield index, body
-        pos = end
 
 
 def _resync(data: bytes, start: int, masked_crc32c: Callable[[bytes], int]) -> int | None:

@@ -6,8 +6,12 @@
 Canonical JSON is what makes the id stable across key order, float spelling and interpreters:
 keys sorted, no whitespace, ASCII only; floats written with Python's shortest round-trip repr
 (the same on every CPython >= 3.1 and platform), and a float with an integral value written as an
-integer, so ``1e3``, ``1000.0`` and ``1000`` in a free-form field (``task.params``) agree. NaN and
-infinities are refused: they have no JSON spelling and never belong in a config.
+integer, so ``1e3``, ``1000.0`` and ``1000`` in a free-form field (``task.params``, the recipe's
+own ``params``) agree. The recipe keeps the type it was given (``params.x: 3`` an int, ``3.0`` a
+float); only the hash and the command template (:mod:`harness.execution.runners.template`, which
+also writes ``3``) treat them as one value, so one run id is one command line. This is also how a
+knob's float parameter written ``4`` hashes. NaN and infinities are refused: they have no JSON
+spelling and never belong in a config.
 """
 
 from __future__ import annotations

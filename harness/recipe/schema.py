@@ -13,11 +13,25 @@ Only the chosen alternative's parameters enter the resolved config and its hash
 
 from __future__ import annotations
 
+import math
+import re
+import string
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    model_serializer,
+    model_validator,
+)
 
 
 class Frozen(BaseModel):
@@ -300,6 +314,19 @@ class BudgetConfig(Frozen):
     unit: ComputeUnit = "steps"
 
 
+class TensorBoardCompute(Frozen):
+    """One compute unit of a tailed TensorBoard run: the event ``step`` or its ``wall_time``
+    (seconds since the run's first scalar) times ``scale``. A bare string is ``{column: ...}``."""
+
+    column: Literal["step", "wall_time"]
+    scale: PositiveFloat = 1.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"column": data} if isinstance(data, str) else data
+
+
 class CommandRunnerConfig(Frozen):
     """A lab's own trainer: ``argv`` is templated with the variant's overrides."""
 
@@ -307,6 +334,47 @@ class CommandRunnerConfig(Frozen):
     argv: tuple[str, ...] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     metrics_file: str | None = Field(None, description="JSONL the script appends to; tailed and ingested")
+    # TensorBoard tail (harness.execution.runners.tail); left out of the dump while unset, so
+    # command recipes written before it keep their run ids.
+    tensorboard_dir: str | None = Field(
+        None, min_length=1, description="the run's TensorBoard directory (templated; from the workdir)"
+    )
+    tensorboard_tags: dict[str, str] = Field(
+        default_factory=dict, description="TensorBoard tag -> metric name; empty = every scalar tag as is"
+    )
+    tensorboard_compute: dict[
+        Literal["gpu_hours", "flops", "tokens", "samples", "wall_s"], TensorBoardCompute
+    ] = Field(default_factory=dict, description="compute unit -> step or wall_time x scale")
+
+    @model_validator(mode="after")
+    def _tensorboard(self) -> CommandRunnerConfig:
+        if self.tensorboard_dir is None and (self.tensorboard_tags or self.tensorboard_compute):
+            raise ValueError(
+                "tensorboard_tags / tensorboard_compute without tensorboard_dir; "
+                "fix: set tensorboard_dir to the directory the trainer's SummaryWriter writes"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_tensorboard(self, handler: Any) -> Any:
+        data = handler(self)
+        for key in ("tensorboard_dir", "tensorboard_tags", "tensorboard_compute"):
+            if isinstance(data, dict) and not data.get(key):
+                data.pop(key, None)
+        return data
+
+    def placeholders(self) -> Iterator[str]:
+        """Every ``{name}`` in the templated fields: ``argv``, ``env`` values, ``metrics_file`` and
+        ``tensorboard_dir`` (``{{`` is a literal brace). A malformed template yields nothing here;
+        rendering reports it."""
+        paths = (self.metrics_file, self.tensorboard_dir)
+        texts = [*self.argv, *self.env.values(), *(p for p in paths if p)]
+        for text in texts:
+            try:
+                parsed = list(string.Formatter().parse(text))
+            except ValueError:
+                continue
+            yield from (name for _, name, _, _ in parsed if name)
 
 
 class ReferenceRunnerConfig(Frozen):
@@ -387,6 +455,52 @@ RunnerConfig = ReferenceRunnerConfig | CommandRunnerConfig | ReplayRunnerConfig
 # Recipe fields that do not enter the run identity (see Recipe.resolved).
 IDENTITY_EXCLUDED: frozenset[str] = frozenset({"name", "checkpoint_every_steps"})
 
+# Sections only the reference trainer reads. Under another runner they enter the run identity
+# only when the command's templates reference them (see Recipe.resolved).
+REFERENCE_ONLY: tuple[str, ...] = ("model", "task", "knobs", "scale", "optimizer", "generation", "eval")
+
+# Run fields of a command template that stand for recipe sections: {knob} and {alternative} name a
+# knob's alternative, {variant} may stand for any override, so it keeps every section.
+_FIELD_SECTIONS: dict[str, tuple[str, ...]] = {
+    "knob": ("knobs",),
+    "alternative": ("knobs",),
+    "variant": REFERENCE_ONLY,
+}
+
+# --------------------------------------------------------------------------- free-form params
+PARAM_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ParamScalar = str | bool | int | float | None
+
+
+def _param_key(key: str) -> str:
+    if not PARAM_KEY.match(key):
+        raise ValueError(
+            f"params key {key!r} is not an identifier; "
+            "fix: use letters, digits and _ (not first a digit), e.g. kl_coef"
+        )
+    return key
+
+
+def _is_scalar(value: Any) -> bool:
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return value is None or isinstance(value, str | bool | int | float)
+
+
+def _param_value(value: Any) -> Any:
+    ok = _is_scalar(value) or (isinstance(value, list | tuple) and all(_is_scalar(v) for v in value))
+    if not ok:
+        shown = repr(value) if isinstance(value, float) else type(value).__name__
+        raise ValueError(
+            f"a params value must be a string, number, true/false, null or a flat list of those, "
+            f"not {shown}; fix: flatten it into several params, write a finite number, or quote it"
+        )
+    return value
+
+
+ParamKey = Annotated[str, AfterValidator(_param_key)]
+ParamValue = Annotated[ParamScalar | tuple[ParamScalar, ...], BeforeValidator(_param_value)]
+
 
 class Recipe(Frozen):
     """One fully specified training run (minus its seed)."""
@@ -401,6 +515,10 @@ class Recipe(Frozen):
     eval: EvalConfig = EvalConfig()
     budget: BudgetConfig = BudgetConfig(value=1000, unit="steps")
     runner: RunnerConfig = Field(default_factory=ReferenceRunnerConfig, discriminator="type")
+    params: dict[ParamKey, ParamValue] = Field(
+        default_factory=dict,
+        description="the lab's own hyperparameters: hashed, templated as {params.<key>}, sweepable",
+    )
     checkpoint_every_steps: PositiveInt = 10
 
     @model_validator(mode="after")
@@ -429,10 +547,39 @@ class Recipe(Frozen):
         and stored. Left out on purpose, because they cannot change a single point: ``name`` (two
         recipe files that resolve to the same training are the same run) and
         ``checkpoint_every_steps`` (an operational cadence; changing it must not orphan a run's
-        checkpoints). ``budget`` stays in: a run trained to another budget is another run."""
+        checkpoints). ``budget`` stays in: a run trained to another budget is another run.
+
+        ``params`` stays in (as written: ``3`` an int, ``3.0`` a float; canonical JSON then writes
+        both as ``3``, as the command template does, so they are one run). Under a runner other
+        than the reference trainer, a section the reference trainer alone reads
+        (:data:`REFERENCE_ONLY`) stays in only when a command template references a key under it
+        (``{knobs.loss.choice}`` keeps all of ``knobs``; ``{knob}``/``{alternative}`` keep
+        ``knobs``; ``{variant}`` keeps every section); otherwise it cannot change the run.
+        ``budget``, ``runner`` and ``params`` always stay in (an empty ``params`` is left out, so
+        recipes without params keep their run ids)."""
         data = self.model_dump(mode="json", exclude={"knobs", *IDENTITY_EXCLUDED})
         data["knobs"] = {
             name: {"choice": knob.choice, "params": knob.active_params()}
             for name, knob in ((n, getattr(self.knobs, n)) for n in Knobs.model_fields)
         }
+        if not self.params:
+            del data["params"]  # so that recipes without params keep their run ids
+        if not isinstance(self.runner, ReferenceRunnerConfig):
+            used = self.used_sections()
+            for section in REFERENCE_ONLY:
+                if section not in used:
+                    del data[section]
         return data
+
+    def used_sections(self) -> frozenset[str]:
+        """The :data:`REFERENCE_ONLY` sections this recipe's runner reads: all of them for the
+        reference trainer, those its templates reference for a command, none for a replay."""
+        if isinstance(self.runner, ReferenceRunnerConfig):
+            return frozenset(REFERENCE_ONLY)
+        if not isinstance(self.runner, CommandRunnerConfig):
+            return frozenset()
+        used: set[str] = set()
+        for name in self.runner.placeholders():
+            head, dot, _ = name.partition(".")
+            used.update((head,) if dot else _FIELD_SECTIONS.get(head, ()))
+        return frozenset(used) & frozenset(REFERENCE_ONLY)

@@ -27,6 +27,7 @@ from pathlib import Path
 from harness.errors import ConfigError, ExecutionError
 from harness.execution.runners.base import Outcome, RunContext, Runner, register_runner
 from harness.execution.runners.metrics_file import MetricsTail
+from harness.execution.runners.tail import follow
 from harness.execution.runners.template import Template
 from harness.execution.spec import RunSpec
 from harness.recipe.schema import CommandRunnerConfig
@@ -92,7 +93,7 @@ class CommandRunner(Runner):
         (ctx.workdir / "checkpoint").mkdir(parents=True, exist_ok=True)
         stderr_path = ctx.workdir / f"stderr.attempt{ctx.attempt}.log"
         stdout_path = ctx.workdir / f"stdout.attempt{ctx.attempt}.log"
-        tail = MetricsTail(metrics_path, ctx.sink)
+        tail = follow(ctx, MetricsTail(metrics_path, ctx.sink))  # + runner.tensorboard_dir
         try:
             with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
                 proc = subprocess.Popen(
@@ -117,7 +118,7 @@ class CommandRunner(Runner):
                 elif time.monotonic() - stopping_since > ctx.spec.checkpoint_grace_s:
                     proc.kill()
             time.sleep(POLL_S)
-        tail.poll()
+        tail.poll(final=True)
         ctx.sink.flush()
         if ctx.stop.is_set():
             return Outcome.STOPPED

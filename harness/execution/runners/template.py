@@ -4,8 +4,12 @@ Placeholders are ``{name}`` where ``name`` is one of the run's own fields (``see
 ``workdir``, ``checkpoint_dir``, ``variant``, ``knob``, ``alternative``, ``sweep``, ``attempt``,
 ``metrics_file``, ``python`` (this interpreter)) or
 a dotted path into the run's resolved config (``knobs.loss.choice``, ``scale.max_gen_len``,
-``knobs.loss.params.eps_max``). ``{{`` and ``}}`` are literal braces. An unknown placeholder is a
-:class:`ConfigError` that names it and lists the valid ones.
+``knobs.loss.params.eps_max``, ``params.kl_coef`` for the recipe's own ``params:``). ``{{`` and
+``}}`` are literal braces. An unknown placeholder is a :class:`ConfigError` that names it and
+lists the valid ones (for ``{params.<key>}``, the recipe's declared params).
+
+A float with an integral value renders as an integer (``3.0`` -> ``3``), the same spelling the
+run's hash uses, so two configs with one run id render one command line. A list renders as JSON.
 """
 
 from __future__ import annotations
@@ -55,6 +59,13 @@ class Template:
     def valid_names(self) -> list[str]:
         return list(self._fields) + sorted(k for k in self._values if k not in self._fields)
 
+    def _fix_for(self, name: str) -> str:
+        if name.startswith("params."):
+            known = sorted(k.removeprefix("params.") for k in self._values if k.startswith("params."))
+            declared = ", ".join(known) if known else "none"
+            return f"declare it under params: in the recipe, or use a declared one (params: {declared})"
+        return "use one of: " + ", ".join(self.valid_names()[:60])
+
     def render(self, text: str, *, where: str) -> str:
         out: list[str] = []
         try:
@@ -78,12 +89,8 @@ class Template:
                     fix=f"write a bare placeholder such as {{{name}}}",
                 )
             if name not in self._values:
-                shown = ", ".join(self.valid_names()[:60])
                 raise ConfigError(
-                    f"unknown placeholder {{{name}}}",
-                    field=where,
-                    value=text,
-                    fix=f"use one of: {shown}",
+                    f"unknown placeholder {{{name}}}", field=where, value=text, fix=self._fix_for(name)
                 )
             out.append(_render_value(self._values[name]))
         return "".join(out)

@@ -1,6 +1,6 @@
 """``scalerl import``: ingest curves logged elsewhere (W&B CSV, TensorBoard files or log
-directories, parsed CSV, verl JSONL, MLflow tracking stores), optionally mapped onto a baseline,
-knob variants and seeds so that ``scalerl fit`` gives verdicts."""
+directories, parsed CSV, verl JSONL, MLflow tracking stores, W&B offline runs and projects),
+optionally mapped onto a baseline, knob variants and seeds so that ``scalerl fit`` gives verdicts."""
 
 from __future__ import annotations
 
@@ -16,17 +16,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "import",
         help="import curves from W&B CSV exports, TensorBoard event files or log directories, "
-        "parsed-log CSVs, verl JSONL or an MLflow tracking store",
+        "parsed-log CSVs, verl JSONL, an MLflow tracking store or W&B runs (offline or a project)",
         description="Read each FILE (format auto-detected unless --format) and write its curves into "
         "the store under SWEEP: one run per source run, one point per step. The x axis fills a "
         "compute column: a step axis fills none (fit with --axis step), a time axis in seconds "
         "fills wall_s and gpu_hours (x / 3600, one device assumed), else name it with --axis-unit. "
         "Prints one line per file with what it lost, counted per reason; any loss exits 7 and "
         "writes nothing unless --allow-partial. A SOURCE is a file, a TensorBoard log directory "
-        "(one run per directory holding event files; params from its params.json or hparams) or "
-        "mlflow:TRACKING_URI with --experiment. Without a mapping each run is its own variant "
-        "(seed 0) and `scalerl fit` gives no verdicts; with --map or --variant-from each run lands "
-        "on a variant, knob, alternative and seed, and the baseline runs make up variant 'baseline'.",
+        "(one run per directory holding event files; params from its params.json or hparams), "
+        "mlflow:TRACKING_URI with --experiment, wandb-offline:DIR (W&B offline runs: an "
+        "offline-run-* directory or one holding them, such as ./wandb; found without the prefix too) "
+        "or wandb:ENTITY/PROJECT (the W&B public API; run config gives params). Without a mapping "
+        "each run is its own variant (seed 0) and `scalerl fit` gives no verdicts; with --map or "
+        "--variant-from each run lands on a variant, knob, alternative and seed, and the baseline "
+        "runs make up variant 'baseline'.",
     )
     p.add_argument("files", nargs="*", metavar="SOURCE")
     p.add_argument(
@@ -98,6 +101,13 @@ def _read(args: argparse.Namespace) -> list[ImportResult]:
     from harness.importers.base import read_file
     from harness.importers.mlflow_runs import PREFIX, read_mlflow
     from harness.importers.tensorboard import read_logdir
+    from harness.importers.wandb_runs import (
+        API_PREFIX,
+        OFFLINE_PREFIX,
+        offline_run_dirs,
+        read_wandb_offline,
+        read_wandb_project,
+    )
 
     sources = list(args.files) + ([PREFIX + args.mlflow_uri] if args.mlflow_uri else [])
     if not sources:
@@ -115,6 +125,17 @@ def _read(args: argparse.Namespace) -> list[ImportResult]:
                     axis_column=args.axis_column,
                 )
             )
+        elif src.startswith(OFFLINE_PREFIX) or (
+            args.fmt is None and Path(src).is_dir() and offline_run_dirs(src)
+        ):
+            results.extend(
+                read_wandb_offline(
+                    src.removeprefix(OFFLINE_PREFIX), metric=args.metric, axis_column=args.axis_column
+                )
+            )
+        elif src.startswith(API_PREFIX):
+            path = src.removeprefix(API_PREFIX)
+            results.append(read_wandb_project(path, metric=args.metric, axis_column=args.axis_column))
         elif Path(src).is_dir():
             if args.fmt not in (None, "tensorboard"):
                 raise ImportFormatError(

@@ -60,7 +60,7 @@ class _PrintSink:
 def cmd_train(args: argparse.Namespace) -> int:
     from harness.recipe.hashing import config_hash, run_id
     from harness.recipe.loader import load_recipe
-    from harness.rl.trainer import train
+    from harness.rl import train  # without the trainer extra: an ExecutionError naming it
 
     recipe = load_recipe(args.config, args.overrides)
     rid = run_id(recipe, args.seed)
@@ -90,7 +90,7 @@ def _train_into_store(
 ) -> TrainResult:
     import db
     from harness.recipe.schema import Recipe
-    from harness.rl.trainer import train
+    from harness.rl import train
 
     assert isinstance(recipe, Recipe)
     store = db.open_store(args.db)

@@ -162,6 +162,9 @@ def prepare(
     from harness.execution.runners.replay import check_sources
 
     check_sources(specs)
+    from harness.execution.runners.trl import check_specs
+
+    check_specs(specs)  # a knob TRL cannot express is refused before anything is submitted
     ex = get_executor(name, ExecutorContext(state, prof, max_parallel))
     return Prepared(sweep, planned.runs, tuple(specs), ex, sweep.max_retries)
 

@@ -449,7 +449,18 @@ class ReplayRunnerConfig(Frozen):
         return self
 
 
-RunnerConfig = ReferenceRunnerConfig | CommandRunnerConfig | ReplayRunnerConfig
+class TrlRunnerConfig(Frozen):
+    """TRL's ``GRPOTrainer`` on the recipe (:mod:`harness.execution.runners.trl`): each knob is
+    mapped onto ``GRPOConfig``; one TRL cannot express is an error unless ``unsupported: ignore``,
+    which trains without it and records the ignored knobs with the run."""
+
+    type: Literal["trl"]
+    unsupported: Literal["error", "ignore"] = Field(
+        "error", description="a knob TRL cannot express: refuse the recipe, or ignore it and record that"
+    )
+
+
+RunnerConfig = ReferenceRunnerConfig | CommandRunnerConfig | ReplayRunnerConfig | TrlRunnerConfig
 
 
 # Recipe fields that do not enter the run identity (see Recipe.resolved).
@@ -573,8 +584,8 @@ class Recipe(Frozen):
 
     def used_sections(self) -> frozenset[str]:
         """The :data:`REFERENCE_ONLY` sections this recipe's runner reads: all of them for the
-        reference trainer, those its templates reference for a command, none for a replay."""
-        if isinstance(self.runner, ReferenceRunnerConfig):
+        reference trainer and TRL, those its templates reference for a command, none for a replay."""
+        if isinstance(self.runner, ReferenceRunnerConfig | TrlRunnerConfig):
             return frozenset(REFERENCE_ONLY)
         if not isinstance(self.runner, CommandRunnerConfig):
             return frozenset()

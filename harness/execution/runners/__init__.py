@@ -1,7 +1,7 @@
-"""Runners registry: ``reference`` (the built-in trainer), ``command`` (a lab's own script) and
-``replay`` (a recorded curve replayed as if training)."""
+"""Runners registry: ``reference`` (the built-in trainer), ``command`` (a lab's own script),
+``replay`` (a recorded curve replayed as if training) and ``trl`` (TRL's GRPOTrainer)."""
 
-from harness.execution.runners import command, reference, replay
+from harness.execution.runners import command, reference, replay, trl
 from harness.execution.runners.base import RUNNERS, Outcome, RunContext, Runner, Sink, get_runner
 
 __all__ = [
@@ -14,4 +14,5 @@ __all__ = [
     "get_runner",
     "reference",
     "replay",
+    "trl",
 ]

@@ -1,0 +1,346 @@
+"""W&B runs: offline run directories (``wandb-offline:DIR``) and projects (``wandb:ENTITY/PROJECT``).
+
+Offline: each ``offline-run-<time>-<id>/`` directory holds one run's transaction log
+``run-<id>.wandb``: LevelDB-log framing (a 7-byte ``:W&B`` header, 32 KiB blocks, records with a
+CRC-32 seeded by the record type) around protobuf ``Record`` messages, parsed with wandb's own
+``wandb_internal_pb2`` (wandb >= 0.2x ships no Python reader of the file; the framing is read here,
+as :mod:`harness.importers.tensorboard` does for event files). The run record gives the run's id,
+display name and initial config; config records update it; each history record is one logged row
+(``_step``, ``_runtime``, ``_timestamp`` and the metrics). A record that fails its checksum is
+counted (``crc-failure``; reading resumes at the next block) and a cut-short last record too
+(``truncated-tail``). ``DIR`` is a run directory, or any directory holding them (``./wandb``).
+
+Project: ``wandb.Api().runs("ENTITY/PROJECT")``; ``run.config`` gives the params and
+``run.scan_history()`` every logged row (not the down-sampled ``run.history()``). Needs network and
+credentials (``WANDB_API_KEY`` or ``wandb login``); tested here only against a fake ``Api``.
+
+Both need the ``wandb`` package, imported lazily (``pip install 'scalerl-harness[wandb]'``). A run is
+named by its display name, or ``<name>-<id>`` where two runs share one; config values become the
+curves' ``params`` (strings as-is, other values as JSON; nested dicts flattened to ``a.b``; keys
+starting with ``_`` skipped). The x axis is ``_step``, or ``_runtime`` (seconds since the run
+started), or ``_timestamp`` (seconds since the run's first logged row).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import struct
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.errors import ImportFormatError
+from harness.importers.base import SYSTEM_NAMES, ImportedCurve, ImportResult, LossLog, check_step, make_curve
+
+OFFLINE_PREFIX = "wandb-offline:"
+API_PREFIX = "wandb:"
+_AXES = ("step", "_step", "_runtime", "_timestamp")
+_INSTALL = "pip install 'scalerl-harness[wandb]'"
+_BLOCK = 32768
+_HEADER = 7
+_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+_TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(_LAST + 1)]
+
+
+class WandbRun(Protocol):
+    """What is read of one ``wandb.apis.public.Run``."""
+
+    id: str
+    name: str | None
+    config: Mapping[str, Any]
+
+    def scan_history(self) -> Iterable[Mapping[str, Any]]: ...
+
+
+class WandbApi(Protocol):
+    """What is read of ``wandb.Api``: the runs of a project path ``ENTITY/PROJECT``."""
+
+    def runs(self, path: str) -> Iterable[WandbRun]: ...
+
+
+@dataclass(frozen=True)
+class _Run:
+    id: str
+    name: str
+    params: dict[str, str]
+    rows: list[Mapping[str, Any]]
+    source: str
+
+
+def _need_wandb(source: str) -> None:
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise ImportFormatError(
+            f"{source}: reading W&B runs needs the wandb package (fix: {_INSTALL})"
+        ) from None
+
+
+def _params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        if str(key).startswith("_"):
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_params(value, name + "."))
+        else:
+            out[name] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+# --- offline run directories ------------------------------------------------------------------
+
+
+def offline_run_dirs(root: str | Path) -> list[Path]:
+    """The ``offline-run-*`` directories at or under ``root`` (empty when it holds none)."""
+    base = Path(root)
+    if base.name.startswith("offline-run-") and any(base.glob("run-*.wandb")):
+        return [base]
+    return sorted({f.parent for f in base.rglob("offline-run-*/run-*.wandb") if f.is_file()})
+
+
+def _sound(data: bytes, pos: int) -> bool:
+    """Whether a record starts at ``pos`` whose checksum holds (within its block)."""
+    if pos + _HEADER > len(data) or _BLOCK - pos % _BLOCK < _HEADER:
+        return False
+    crc, n, kind = struct.unpack_from("<IHB", data, pos)
+    end = pos + _HEADER + n
+    if not _FULL <= kind <= _LAST or end > len(data) or (pos % _BLOCK) + _HEADER + n > _BLOCK:
+        return False
+    return zlib.crc32(data[pos + _HEADER : end], _TYPE_CRC[kind]) == crc
+
+
+def _records(path: Path, losses: LossLog) -> Iterator[bytes]:
+    """The payloads of ``path``'s records, fragments joined. A record whose checksum fails is
+    counted once and reading resumes at the next sound record (a fragmented record it cut is
+    dropped with it); a cut-short last record is counted as ``truncated-tail``."""
+    data = path.read_bytes()
+    if data[:4] != b":W&B":
+        raise ImportFormatError(
+            f"{path}: not a W&B transaction log (no ':W&B' header) "
+            "(fix: name an offline-run-* directory holding run-<id>.wandb)"
+        )
+    pos, parts = _HEADER, None
+    while pos < len(data):
+        room = _BLOCK - pos % _BLOCK
+        if room < _HEADER or data[pos : pos + _HEADER] == bytes(_HEADER):  # block padding
+            pos += room if room < _HEADER else _HEADER
+            continue
+        if not _sound(data, pos):
+            n = struct.unpack_from("<H", data, pos + 4)[0] if pos + _HEADER <= len(data) else 0
+            if pos + _HEADER + n > len(data) and not any(_sound(data, p) for p in range(pos + 1, len(data))):
+                losses.add("truncated-tail", f"{path.name} record at byte {pos}")
+                return
+            losses.add("crc-failure", f"{path.name} record at byte {pos}")
+            pos = next((p for p in range(pos + 1, len(data)) if _sound(data, p)), len(data))
+            parts = None
+            continue
+        n, kind = struct.unpack_from("<HB", data, pos + 4)
+        chunk = data[pos + _HEADER : pos + _HEADER + n]
+        pos += _HEADER + n
+        if kind == _FULL:
+            yield chunk
+        elif kind == _FIRST:
+            parts = chunk
+        elif parts is not None:  # a MIDDLE or LAST fragment whose FIRST was read
+            parts += chunk
+            if kind == _LAST:
+                yield parts
+                parts = None
+
+
+def _item_key(item: Any) -> str:
+    return ".".join(item.nested_key) if len(item.nested_key) else str(item.key)
+
+
+def _read_offline_run(run_dir: Path, losses: LossLog) -> _Run:
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    run_id = run_dir.name.rsplit("-", 1)[-1]
+    name = ""
+    config: dict[str, Any] = {}
+    rows: list[Mapping[str, Any]] = []
+    files = sorted(run_dir.glob("run-*.wandb"))
+    for f in files:
+        for i, data in enumerate(_records(f, losses)):
+            rec = pb.Record()  # type: ignore[attr-defined]  # generated code, no stubs
+            try:
+                rec.ParseFromString(data)
+            except Exception:  # protobuf's DecodeError; its class differs between backends
+                losses.add("crc-failure", f"{f.name} record {i + 1}: not a W&B record")
+                continue
+            kind = rec.WhichOneof("record_type")
+            if kind == "run":
+                run_id = rec.run.run_id or run_id
+                name = rec.run.display_name or name
+                for it in rec.run.config.update:
+                    config[_item_key(it)] = json.loads(it.value_json)
+            elif kind == "config":
+                for it in rec.config.update:
+                    config[_item_key(it)] = json.loads(it.value_json)
+                for it in rec.config.remove:
+                    config.pop(_item_key(it), None)
+            elif kind == "history":
+                row = {_item_key(it): json.loads(it.value_json) for it in rec.history.item}
+                if rec.history.HasField("step"):
+                    row.setdefault("_step", rec.history.step.num)
+                rows.append(row)
+    return _Run(run_id, name or run_id, _params(config), rows, str(files[0]) if files else str(run_dir))
+
+
+def read_wandb_offline(
+    root: str | Path, *, metric: str | None = None, axis_column: str | None = None
+) -> list[ImportResult]:
+    """Every curve of every offline run at or under ``root``, one result per run (its ``.wandb``
+    file is the source). Raises ImportFormatError when there is no offline run, the axis is
+    unknown, or no metric matches."""
+    base = Path(root)
+    source = f"{OFFLINE_PREFIX}{base}"
+    axis = _axis(source, axis_column)
+    dirs = offline_run_dirs(base)
+    if not dirs:
+        raise ImportFormatError(
+            f"{base}: no W&B offline runs (offline-run-*/run-*.wandb) here (fix: name a wandb/ directory)"
+        )
+    _need_wandb(source)
+    read: list[tuple[_Run, LossLog]] = []
+    for d in dirs:
+        losses = LossLog()
+        read.append((_read_offline_run(d, losses), losses))
+    named = _names([r for r, _ in read])
+    found: set[str] = set()
+    results = []
+    for (run, losses), name in zip(read, named, strict=True):
+        curves = _curves(run.source, name, run, axis, metric, losses, found)
+        results.append(ImportResult(run.source, "wandb-offline", curves, losses.freeze()))
+    if not any(r.losses for r in results):  # else the losses are the news: the caller reports them
+        _check_found(source, results, metric, found)
+    return results
+
+
+# --- projects through the public API ----------------------------------------------------------
+
+
+def read_wandb_project(
+    path: str,
+    *,
+    metric: str | None = None,
+    axis_column: str | None = None,
+    api: WandbApi | None = None,
+) -> ImportResult:
+    """Every curve of every run of project ``ENTITY/PROJECT`` read through ``wandb.Api`` (or the
+    ``api`` given: tests pass a fake). Raises ImportFormatError when the project cannot be read,
+    has no runs, or no metric matches."""
+    source = f"{API_PREFIX}{path}"
+    axis = _axis(source, axis_column)
+    if path.count("/") != 1 or not all(path.split("/")):
+        raise ImportFormatError(f"{source}: expected ENTITY/PROJECT (fix: e.g. wandb:my-team/grpo-loo)")
+    errors: tuple[type[Exception], ...] = (ValueError,)
+    try:
+        import wandb
+
+        errors = (wandb.errors.Error, ValueError)
+    except ImportError:
+        if api is None:
+            _need_wandb(source)  # raises the install hint
+    try:
+        api = api if api is not None else wandb.Api()
+        runs = [
+            _Run(r.id, r.name or r.id, _params(r.config), list(r.scan_history()), source)
+            for r in api.runs(path)
+        ]
+    except errors as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ImportFormatError(
+            f"{source}: W&B API: {first} "
+            "(fix: check the path, the network, and WANDB_API_KEY or `wandb login`)"
+        ) from None
+    losses = LossLog()
+    if not runs:
+        raise ImportFormatError(f"{source}: the project has no runs (fix: check ENTITY/PROJECT)")
+    found: set[str] = set()
+    curves: list[ImportedCurve] = []
+    for run, name in zip(runs, _names(runs), strict=True):
+        curves.extend(_curves(source, name, run, axis, metric, losses, found))
+    result = ImportResult(source, "wandb", tuple(curves), losses.freeze())
+    _check_found(source, [result], metric, found)
+    return result
+
+
+# --- shared: rows -> curves -------------------------------------------------------------------
+
+
+def _axis(source: str, axis_column: str | None) -> str:
+    axis = axis_column or "step"
+    if axis not in _AXES:
+        raise ImportFormatError(f"{source}: axis column {axis!r} is not a W&B axis (fix: use one of {_AXES})")
+    return "_step" if axis == "step" else axis
+
+
+def _names(runs: list[_Run]) -> list[str]:
+    counts = Counter(r.name for r in runs)
+    return [f"{r.name}-{r.id}" if counts[r.name] > 1 else r.name for r in runs]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None  # media, tables, histograms, strings: not a scalar metric
+    return float(value)
+
+
+def _curves(
+    source: str,
+    name: str,
+    run: _Run,
+    axis: str,
+    metric: str | None,
+    losses: LossLog,
+    found: set[str],
+) -> tuple[ImportedCurve, ...]:
+    series: dict[str, tuple[list[int], list[float], list[float], list[str]]] = {}
+    t0 = min((r["_timestamp"] for r in run.rows if _number(r.get("_timestamp")) is not None), default=0.0)
+    for i, row in enumerate(run.rows):
+        place = f"run {name!r} row {i + 1}"
+        raw = _number(row.get("_step"))
+        step = check_step(raw if raw is not None else math.nan, place, losses)
+        if step is None:
+            continue
+        if axis == "_step":
+            x = float(step)
+        else:
+            v = _number(row.get(axis))
+            x = math.nan if v is None else (v - t0 if axis == "_timestamp" else v)
+        for key, value in row.items():
+            v = _number(value)
+            if v is None or key in SYSTEM_NAMES or key.startswith("_"):
+                continue
+            found.add(key)
+            if metric is not None and key != metric and not fnmatch.fnmatchcase(key, metric):
+                continue
+            s = series.setdefault(key, ([], [], [], []))
+            s[0].append(step)
+            s[1].append(x)
+            s[2].append(v)
+            s[3].append(place)
+    curves = []
+    for key in sorted(series):
+        steps, xs, values, where = series[key]
+        curve = make_curve(source, name, key, axis, steps, xs, values, where, losses)
+        if len(curve):
+            curves.append(replace(curve, params=run.params))
+    return tuple(curves)
+
+
+def _check_found(source: str, results: list[ImportResult], metric: str | None, found: set[str]) -> None:
+    if any(r.curves for r in results):
+        return
+    if metric is not None:
+        shown = ", ".join(sorted(found)[:12]) or "none"
+        raise ImportFormatError(f"{source}: no metric matches {metric!r} (fix: use one of: {shown})")
+    raise ImportFormatError(f"{source}: the runs logged no numeric metrics (fix: pick another source)")

@@ -43,7 +43,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 
 from harness.errors import ExecutionError
 from harness.execution.rank import process_rank
-from harness.execution.runners.base import Outcome, RunContext, get_runner
+from harness.execution.runners.base import NullSink, Outcome, RunContext, get_runner
 from harness.execution.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -175,16 +175,6 @@ def execute(
     return "completed" if store.finish_run(spec.run_id, attempt, "completed") else "superseded"
 
 
-class _Discard:
-    """The sink of a rank > 0: the points are rank 0's to write."""
-
-    def add(self, step: int, metrics: Any, compute: Any, n: Any = None) -> None:
-        return None
-
-    def flush(self) -> None:
-        return None
-
-
 def _follow(spec: RunSpec, rank: int, stop: threading.Event) -> str:
     """Rank > 0 of a multi-task job (:mod:`harness.execution.rank`): run the same work in its own
     folder, start no attempt and write nothing, so rank 0's attempt is the run's only one."""
@@ -193,7 +183,7 @@ def _follow(spec: RunSpec, rank: int, stop: threading.Event) -> str:
     workdir = base.with_name(f"{base.name}.rank-{rank}")
     workdir.mkdir(parents=True, exist_ok=True)
     runner = get_runner(spec.typed_recipe().runner.type)
-    ctx = RunContext(spec=spec, attempt=0, sink=_Discard(), workdir=workdir, stop=stop, db_url=spec.db_url)
+    ctx = RunContext(spec=spec, attempt=0, sink=NullSink(), workdir=workdir, stop=stop, db_url=spec.db_url)
     outcome = runner.run(ctx)
     return f"follower-{outcome.value}"
 

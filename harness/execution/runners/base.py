@@ -39,6 +39,23 @@ class Sink(Protocol):
     def flush(self) -> None: ...
 
 
+class NullSink:
+    """A sink that keeps nothing: for a dry render of a run's templates, and for the ranks > 0 of
+    a multi-task job, whose points are rank 0's to write."""
+
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+
 class Outcome(StrEnum):
     COMPLETED = "completed"
     STOPPED = "stopped"

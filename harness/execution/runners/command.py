@@ -18,17 +18,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 from harness.errors import ConfigError, ExecutionError
-from harness.execution.runners.base import Outcome, RunContext, Runner, register_runner
+from harness.execution.runners.base import NullSink, Outcome, RunContext, Runner, register_runner
 from harness.execution.runners.metrics_file import MetricsTail
 from harness.execution.runners.tail import follow
-from harness.execution.runners.template import Template
+from harness.execution.runners.template import Template, run_fields
 from harness.execution.spec import RunSpec
 from harness.recipe.schema import CommandRunnerConfig
 
@@ -53,19 +51,8 @@ def build_command(ctx: RunContext) -> tuple[list[str], dict[str, str], Path]:
         raise ConfigError("the command runner needs runner.type=command", field="runner.type", value=cfg.type)
     spec = ctx.spec
     metrics_default = str(ctx.workdir / "metrics.jsonl")
-    fields: dict[str, object] = {
-        "seed": spec.seed,
-        "run_id": spec.run_id,
-        "workdir": str(ctx.workdir),
-        "checkpoint_dir": str(ctx.workdir / "checkpoint"),
-        "variant": spec.variant,
-        "knob": spec.knob or "",
-        "alternative": spec.alternative or "",
-        "sweep": spec.sweep,
-        "attempt": ctx.attempt,
-        "metrics_file": metrics_default,
-        "python": sys.executable,
-    }
+    fields = run_fields(ctx)
+    fields["metrics_file"] = metrics_default
     tpl = Template(fields, recipe.resolved())
     metrics = Path(tpl.render(cfg.metrics_file, where="runner.metrics_file")) if cfg.metrics_file else None
     if metrics is not None and not metrics.is_absolute():
@@ -130,27 +117,13 @@ class CommandRunner(Runner):
         return Outcome.COMPLETED
 
 
-class _NoSink:
-    def add(
-        self,
-        step: int,
-        metrics: Mapping[str, float],
-        compute: Mapping[str, float],
-        n: Mapping[str, int] | None = None,
-    ) -> None:
-        return None
-
-    def flush(self) -> None:
-        return None
-
-
 def check_templates(spec: RunSpec) -> None:
     """Render a command run's argv / env / metrics_file once, so a bad placeholder is reported by
     ``scalerl sweep`` before anything is submitted."""
     ctx = RunContext(
         spec=spec,
         attempt=1,
-        sink=_NoSink(),
+        sink=NullSink(),
         workdir=Path(spec.workdir),
         stop=threading.Event(),
         db_url=spec.db_url,

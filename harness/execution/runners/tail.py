@@ -24,13 +24,12 @@ the directory from the start; that is idempotent.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from harness.execution.runners.base import RunContext, Sink
-from harness.execution.runners.template import Template
+from harness.execution.runners.template import Template, run_fields
 from harness.importers.tensorboard import LogdirTail
 from harness.recipe.schema import CommandRunnerConfig, TensorBoardCompute
 
@@ -111,22 +110,8 @@ def tensorboard_dir(ctx: RunContext) -> Path | None:
     cfg = recipe.runner
     if not isinstance(cfg, CommandRunnerConfig) or cfg.tensorboard_dir is None:
         return None
-    spec = ctx.spec
-    fields: dict[str, object] = {
-        "seed": spec.seed,
-        "run_id": spec.run_id,
-        "workdir": str(ctx.workdir),
-        "checkpoint_dir": str(ctx.workdir / "checkpoint"),
-        "variant": spec.variant,
-        "knob": spec.knob or "",
-        "alternative": spec.alternative or "",
-        "sweep": spec.sweep,
-        "attempt": ctx.attempt,
-        "python": sys.executable,
-    }
-    path = Path(
-        Template(fields, recipe.resolved()).render(cfg.tensorboard_dir, where="runner.tensorboard_dir")
-    )
+    template = Template(run_fields(ctx), recipe.resolved())
+    path = Path(template.render(cfg.tensorboard_dir, where="runner.tensorboard_dir"))
     return path if path.is_absolute() else ctx.workdir / path
 
 

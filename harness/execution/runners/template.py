@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import string
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -97,3 +98,22 @@ class Template:
 
     def render_all(self, items: Sequence[str], *, where: str) -> list[str]:
         return [self.render(item, where=f"{where}[{i}]") for i, item in enumerate(items)]
+
+
+def run_fields(ctx: Any) -> dict[str, object]:
+    """The run's own placeholders (``{seed}``, ``{workdir}``, ``{attempt}`` ...) for one attempt
+    (``ctx``: a :class:`harness.execution.runners.base.RunContext`); the recipe's values come from
+    the resolved config. ``{metrics_file}`` is the command runner's to add."""
+    spec = ctx.spec
+    return {
+        "seed": spec.seed,
+        "run_id": spec.run_id,
+        "workdir": str(ctx.workdir),
+        "checkpoint_dir": str(ctx.workdir / "checkpoint"),
+        "variant": spec.variant,
+        "knob": spec.knob or "",
+        "alternative": spec.alternative or "",
+        "sweep": spec.sweep,
+        "attempt": ctx.attempt,
+        "python": sys.executable,
+    }

@@ -37,7 +37,7 @@ import threading
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
@@ -49,6 +49,7 @@ from harness.execution.spec import RunSpec
 log = logging.getLogger(__name__)
 
 ERROR_TAIL_CHARS = 4000
+T = TypeVar("T")
 
 
 def current_job_id(executor: str) -> str:
@@ -208,6 +209,29 @@ def _note_scheduler_requeue(store: Any, spec: RunSpec, executor: str, before: An
     )
 
 
+def call_beside_signals(fn: Callable[[], T], name: str, started: Callable[[threading.Thread], None]) -> T:
+    """Run ``fn`` in a daemon thread (handed to ``started`` first) and wait for it in 0.2 s
+    slices, so signal handlers (submitit's USR2, SIGTERM) still run on this, the main, thread.
+    Returns ``fn``'s result or raises its exception."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    started(thread)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.2)
+    if "error" in box:
+        raise box["error"]
+    result: T = box["result"]
+    return result
+
+
 class SweepJob(Checkpointable):
     """A checkpointable callable for one run; see the module docstring."""
 
@@ -220,8 +244,6 @@ class SweepJob(Checkpointable):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._attempts: list[int] = []
-        self._result: str | None = None
-        self._error: BaseException | None = None
 
     # Only the spec travels in a pickle: events and threads are per process.
     def __getstate__(self) -> dict[str, Any]:
@@ -236,13 +258,8 @@ class SweepJob(Checkpointable):
     def stop_event(self) -> threading.Event:
         return self._stop
 
-    def _work(self) -> None:
-        try:
-            self._result = execute(
-                self.spec, executor=self.executor, stop=self._stop, attempt_box=self._attempts
-            )
-        except BaseException as exc:
-            self._error = exc
+    def _set_thread(self, thread: threading.Thread) -> None:
+        self._thread = thread
 
     def __call__(self) -> str:
         if self.executor == "slurm" and threading.current_thread() is threading.main_thread():
@@ -250,17 +267,19 @@ class SweepJob(Checkpointable):
             # (PreemptMode=REQUEUE); submitit ignores it. Stopping at the next step boundary
             # (with a checkpoint) keeps a script that exits 0 on SIGTERM from looking finished.
             signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
-        self._thread = threading.Thread(target=self._work, name=f"run-{self.spec.run_id}", daemon=True)
-        self._thread.start()
-        # join() with a timeout so signal handlers (submitit's USR2) get to run on this thread.
-        while self._thread.is_alive():
-            self._thread.join(0.2)
-        if self._error is not None:
-            err = self._error
-            if isinstance(err, ExecutionError | KeyboardInterrupt | SystemExit):
-                raise err
+        try:
+            result = call_beside_signals(
+                lambda: execute(
+                    self.spec, executor=self.executor, stop=self._stop, attempt_box=self._attempts
+                ),
+                f"run-{self.spec.run_id}",
+                self._set_thread,
+            )
+        except (ExecutionError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:
             raise ExecutionError(f"run {self.spec.run_id} failed: {type(err).__name__}: {err}") from err
-        return self._result or "stopped"
+        return result or "stopped"
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission:
         """Called by submitit on USR2: let the trainer checkpoint, then hand back a fresh job."""

@@ -443,8 +443,6 @@ class SearchWorker(Checkpointable):
     def _init_runtime(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._result: WorkerReport | None = None
-        self._error: BaseException | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"spec": self.spec}
@@ -457,30 +455,28 @@ class SearchWorker(Checkpointable):
     def stop_event(self) -> threading.Event:
         return self._stop
 
-    def _work(self) -> None:
-        try:
-            self._result = run_worker(self.spec, self._stop)
-        except BaseException as exc:
-            self._error = exc
+    def _set_thread(self, thread: threading.Thread) -> None:
+        self._thread = thread
 
     def __call__(self) -> dict[str, int]:
+        from harness.execution.job import call_beside_signals
+
         if threading.current_thread() is threading.main_thread():
             # Slurm's SIGTERM (scancel, preemption) stops at the next step with a checkpoint.
             signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
-        self._thread = threading.Thread(
-            target=self._work, name=f"search-worker-{self.spec.index}", daemon=True
-        )
-        self._thread.start()
-        while self._thread.is_alive():
-            self._thread.join(0.2)  # a timeout, so submitit's USR2 handler gets to run
-        if self._error is not None:
-            err = self._error
-            if isinstance(err, HarnessError | KeyboardInterrupt | SystemExit):
-                raise err
+        try:
+            report = call_beside_signals(
+                lambda: run_worker(self.spec, self._stop),
+                f"search-worker-{self.spec.index}",
+                self._set_thread,
+            )
+        except (HarnessError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:
             raise ExecutionError(
                 f"search worker {self.spec.index} failed: {type(err).__name__}: {err}"
             ) from err
-        return asdict(self._result or WorkerReport())
+        return asdict(report)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission:
         """Called by submitit on USR2: stop the trial's run at a checkpoint, then requeue."""

@@ -371,9 +371,7 @@ class Sweep:
         decided variants as the CLI does. A search launched by this object is followed until its
         workers exit. Returns the last snapshot (check ``.failed``); raises
         :class:`~harness.errors.ExecutionError` after ``timeout_s`` with runs still unfinished."""
-        from harness.cli.sweep import Throttle
-        from harness.execution.progress import follow
-        from harness.execution.status import sync
+        from harness.execution.progress import follow, wait_tick
 
         stream = out if out is not None else io.StringIO()
         start = time.monotonic()
@@ -394,21 +392,15 @@ class Sweep:
         store = self.store()
         self._spec_in_store()
         every = poll_s or self._poll_s or self._default_poll_s()
-        scheduler = Throttle(lambda: sync(store, self.name), every)
-        tick: Any = scheduler
-        if self.spec is not None and self.spec.fit.stop_when == "decided":
-            from harness.execution.decide import DecideMonitor
-
-            def say(line: str) -> None:
-                stream.write(line + "\n")
-
-            monitor = DecideMonitor(store, self.name, confidence=self.spec.fit.confidence, say=say)
-
-            def sync_and_decide() -> None:
-                scheduler()
-                monitor()
-
-            tick = sync_and_decide
+        fit = self.spec.fit if self.spec is not None else None
+        tick = wait_tick(
+            store,
+            self.name,
+            every_s=every,
+            stop_when=fit.stop_when if fit is not None else "never",
+            confidence=fit.confidence if fit is not None else 0.95,
+            say=lambda line: stream.write(line + "\n"),
+        )
         left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - start))
         snap = follow(
             store,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +76,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if sweep.design == "optuna":
         return _search(args, sweep)
     import db
-    from harness.execution.progress import follow
-    from harness.execution.status import sync
+    from harness.execution.progress import follow, wait_tick
     from harness.execution.sweep import extend, launch, prepare
 
     prepared = prepare(
@@ -106,34 +104,10 @@ def _sweep(args: argparse.Namespace) -> int:
     # are asked at most every poll_s (the Slurm profile's, 60 s by default, or --poll-s).
     on_slurm = prepared.executor.name == "slurm"
     every = args.poll_s or (prepared.executor.ctx.profile.poll_s if on_slurm else 2.0)
-    scheduler = Throttle(lambda: sync(store, name), every)
-    tick: Any = scheduler
-    if prepared.sweep.fit.stop_when == "decided":
-        from harness.execution.decide import DecideMonitor
-
-        monitor = DecideMonitor(store, name, confidence=prepared.sweep.fit.confidence)
-
-        def sync_and_decide() -> None:
-            scheduler()
-            monitor()
-
-        tick = sync_and_decide
-
+    fit = prepared.sweep.fit
+    tick = wait_tick(store, name, every_s=every, stop_when=fit.stop_when, confidence=fit.confidence)
     snap = follow(store, name, metric=prepared.sweep.fit.metric, before_tick=tick)
     return 1 if snap.failed else 0
-
-
-class Throttle:
-    """Call ``fn`` at most every ``every_s`` seconds (the first call always runs)."""
-
-    def __init__(self, fn: Any, every_s: float) -> None:
-        self.fn, self.every_s, self.last = fn, every_s, float("-inf")
-
-    def __call__(self) -> None:
-        now = time.monotonic()
-        if now - self.last >= self.every_s:
-            self.last = now
-            self.fn()
 
 
 def _print_extend(report: Any, state_dir: Path) -> None:

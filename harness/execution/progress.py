@@ -110,3 +110,45 @@ def follow(
                 out.write(snap.table + "\n")
             return snap
         time.sleep(interval_s)
+
+
+class Throttle:
+    """Call ``fn`` at most every ``every_s`` seconds (the first call always runs)."""
+
+    def __init__(self, fn: Callable[[], object], every_s: float) -> None:
+        self.fn, self.every_s, self.last = fn, every_s, float("-inf")
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            self.fn()
+
+
+def wait_tick(
+    store: Any,
+    sweep: str,
+    *,
+    every_s: float,
+    stop_when: str = "never",
+    confidence: float = 0.95,
+    say: Callable[[str], object] = print,
+) -> Callable[[], None]:
+    """What ``scalerl sweep --wait`` (and ``harness.Sweep.wait``) does before each progress read:
+    sync job states into the store at most every ``every_s`` (the scheduler is shared; the store
+    is ours to read every couple of seconds) and, with ``stop_when == "decided"``, stop the runs
+    of variants whose verdict is decided (:class:`harness.execution.decide.DecideMonitor`)."""
+    from harness.execution.status import sync
+
+    scheduler = Throttle(lambda: sync(store, sweep), every_s)
+    if stop_when != "decided":
+        return scheduler
+    from harness.execution.decide import DecideMonitor
+
+    monitor = DecideMonitor(store, sweep, confidence=confidence, say=say)
+
+    def sync_and_decide() -> None:
+        scheduler()
+        monitor()
+
+    return sync_and_decide

@@ -23,6 +23,7 @@ database opens.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,19 +90,28 @@ def current_revision(conn: Connection) -> str | None:
         return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
 
 
-def _adopt_legacy_version(conn: Connection) -> None:
-    """Move our revision out of ``alembic_version`` (stores made before :data:`VERSION_TABLE`).
-
-    Only a revision of ours moves; an Optuna revision there stays Optuna's."""
-    names = set(inspect(conn).get_table_names())
-    if LEGACY_VERSION_TABLE not in names or VERSION_TABLE in names:
-        return
+@functools.cache
+def our_revisions() -> frozenset[str]:
+    """Every revision under db/migrations (read once per process)."""
     with _quiet("alembic"):
         from alembic.script import ScriptDirectory
 
-    ours = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    return frozenset(rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions())
+
+
+def _legacy_rows(conn: Connection, names: set[str]) -> list[str] | None:
+    """Our revision rows still in ``alembic_version`` (a store made before :data:`VERSION_TABLE`),
+    else None; an Optuna revision there is Optuna's and stays put."""
+    if LEGACY_VERSION_TABLE not in names or VERSION_TABLE in names:
+        return None
     rows = [r[0] for r in conn.execute(text(f"SELECT version_num FROM {LEGACY_VERSION_TABLE}"))]
-    if not rows or not set(rows) <= ours:
+    return rows if rows and set(rows) <= our_revisions() else None
+
+
+def _adopt_legacy_version(conn: Connection) -> None:
+    """Move our revision out of ``alembic_version`` into :data:`VERSION_TABLE`."""
+    rows = _legacy_rows(conn, set(inspect(conn).get_table_names()))
+    if rows is None:
         return
     conn.execute(text(f"CREATE TABLE {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
     for rev in rows:
@@ -135,15 +145,10 @@ def upgrade(bundle: EngineBundle, revision: str = "head") -> tuple[str | None, s
 
 def _read_revision(conn: Connection) -> str | None:
     """Our revision without moving anything: ours, else a revision of ours in the legacy table."""
-    names = set(inspect(conn).get_table_names())
-    if VERSION_TABLE in names or LEGACY_VERSION_TABLE not in names:
+    rows = _legacy_rows(conn, set(inspect(conn).get_table_names()))
+    if rows is None:
         return current_revision(conn)
-    with _quiet("alembic"):
-        from alembic.script import ScriptDirectory
-
-    ours = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
-    rows = [r[0] for r in conn.execute(text(f"SELECT version_num FROM {LEGACY_VERSION_TABLE}"))]
-    return rows[0] if len(rows) == 1 and rows[0] in ours else None
+    return rows[0] if len(rows) == 1 else None
 
 
 def check_or_create(bundle: EngineBundle, *, create: bool = True) -> None:
@@ -154,7 +159,6 @@ def check_or_create(bundle: EngineBundle, *, create: bool = True) -> None:
     """
     with _quiet("alembic"):
         from alembic import command
-        from alembic.script import ScriptDirectory
 
     if create and not bundle.readonly:
         engine = bundle.engine.execution_options(scalerl_write=True)
@@ -185,8 +189,7 @@ def check_or_create(bundle: EngineBundle, *, create: bool = True) -> None:
             f"store {where} has tables ({', '.join(sorted(tables)[:5])}...) but no schema version: "
             "it is not a scalerl store (fix: point SCALERL_DB_URL at an empty or a scalerl database)"
         )
-    known = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
-    if current not in known:
+    if current not in our_revisions():
         raise SchemaOutOfDateError(
             f"store {where} is at schema revision {current}, newer than this scalerl-harness "
             f"(head {head}) (fix: upgrade scalerl-harness, e.g. pip install -U scalerl-harness)"

@@ -264,6 +264,7 @@ class Sweep:
             db_url=self.db,
             state_dir=state,
             max_parallel=max_parallel,
+            loaded=spec,
         )
         report = launch(self.store("create"), prepared)
         on_slurm = prepared.executor.name == "slurm"

@@ -87,6 +87,7 @@ def _sweep(args: argparse.Namespace) -> int:
         db_url=args.db,
         state_dir=args.state_dir.resolve() if args.state_dir else None,
         max_parallel=args.max_parallel,
+        loaded=sweep,
     )
     store = db.open_store(args.db)
     if args.extend is not None:

@@ -136,10 +136,13 @@ def prepare(
     db_url: str | None,
     state_dir: Path | None = None,
     max_parallel: int | None = None,
+    loaded: Any = None,
 ) -> Prepared:
+    """``loaded``: the SweepSpec already read from ``sweep_file`` with ``overrides`` (the CLI and
+    the API read it first to tell a search from a planned sweep), so it is not read twice."""
     from harness.recipe import load_sweep, plan
 
-    sweep = load_sweep(sweep_file, overrides)
+    sweep = loaded if loaded is not None else load_sweep(sweep_file, overrides)
     planned = plan(sweep)
     name = executor or sweep.executor
     # The sweep's resources.profile names a cluster; off the cluster only an explicit --profile counts.

@@ -219,7 +219,7 @@ class _Reporter:
         self.trial, self.metric, self.axis, self.scale, self.stop = trial, metric, axis, scale, stop
         self.pruned_at: int | None = None
 
-    def report(self, step: int, value: float, compute: float) -> None:
+    def report(self, value: float, compute: float) -> None:
         if self.pruned_at is not None:
             return
         at = round(compute * self.scale)
@@ -236,16 +236,15 @@ class _Reporter:
         c = float(step) if self.axis == "step" else compute.get(self.axis)
         if c is None:
             return
-        self.report(step, float(metrics[self.metric]), float(c))
+        self.report(float(metrics[self.metric]), float(c))
 
 
-def _stored_curve(store: Any, sweep: str, run_id: str, metric: str, axis: str) -> tuple[Any, Any, Any]:
+def _stored_curve(store: Any, sweep: str, run_id: str, metric: str, axis: str) -> tuple[Any, Any]:
+    """(compute on ``axis``, values) of one run's stored points, in step order."""
     from db import queries
 
-    frame = queries.curves(store, sweep, metric=metric, run_ids=[run_id])
-    frame = frame.sort_values("step")
-    col = "step" if axis == "step" else axis
-    return frame["step"].to_numpy(), frame[col].to_numpy(dtype=float), frame["value"].to_numpy(dtype=float)
+    frame = queries.curves(store, sweep, metric=metric, run_ids=[run_id]).sort_values("step")
+    return frame[axis].to_numpy(dtype=float), frame["value"].to_numpy(dtype=float)
 
 
 def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerReport:
@@ -323,9 +322,9 @@ def _run_trial(
     trial_stop = threading.Event()
     reporter = _Reporter(trial, sweep.fit.metric, sweep.fit.axis, sec.compute_scale, trial_stop)
     before = store.get_run(run_id)
-    steps, x, y = _stored_curve(store, sweep.sweep, run_id, sweep.fit.metric, sweep.fit.axis)
-    for s, c, v in zip(steps, x, y, strict=True):
-        reporter.report(int(s), float(v), float(c))
+    x, y = _stored_curve(store, sweep.sweep, run_id, sweep.fit.metric, sweep.fit.axis)
+    for c, v in zip(x, y, strict=True):
+        reporter.report(float(v), float(c))
     if before is not None and before.status in ("completed", "pruned"):
         report.reused += 1
         if before.status == "pruned" or reporter.pruned_at is not None:
@@ -359,7 +358,7 @@ def _run_trial(
             )
         else:
             outcome = "stopped"
-    except (HarnessError, Exception) as exc:  # the run's error is in the store; the trial fails
+    except Exception as exc:  # the run's error is in the store; the trial fails
         log.warning("trial %d (run %s) failed: %s", trial.number, run_id, exc)
         trial.set_user_attr("error", str(exc)[:500])
         study.tell(trial, state=TrialState.FAIL)
@@ -381,9 +380,7 @@ def _run_trial(
             study.enqueue_trial(params, user_attrs={RETRY_ATTR: trial.number})
         report.failed += 1
         return
-    if outcome == "skipped":
-        report.reused += 1
-    _, x, y = _stored_curve(store, sweep.sweep, run_id, sweep.fit.metric, sweep.fit.axis)
+    x, y = _stored_curve(store, sweep.sweep, run_id, sweep.fit.metric, sweep.fit.axis)
     try:
         obj = objective(sec.objective, sweep.fit, x, y)
     except NoObjective as exc:

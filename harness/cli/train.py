@@ -9,7 +9,6 @@ its checkpoint; Ctrl-C checkpoints after the step in progress.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -21,7 +20,6 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from harness.cli.args import non_negative_int
-from harness.errors import ExecutionError
 
 if TYPE_CHECKING:
     from harness.rl.trainer import TrainResult
@@ -115,16 +113,9 @@ def _train_into_store(
             store.finish_run(rid, attempt, "failed", error=str(err)[:500])
             raise
         writer.close()
-        left = writer.left_in_spool
-        if left is not None:  # the trainer finished, the store did not take every point
-            reason = (
-                f"the store did not take {left[1]} point(s); they are kept in {left[0]} (fix: repair "
-                f"or restore the store, then `scalerl db replay --spool {left[0].parent}`)"
-            )
-            # The store is what failed; if it cannot even record that, the error below says it.
-            with contextlib.suppress(Exception):
-                store.finish_run(rid, attempt, "failed", error=reason)
-            raise ExecutionError(f"run {rid}: {reason}")
+        from harness.execution.job import fail_if_points_left
+
+        fail_if_points_left(store, writer, rid, attempt)
         store.finish_run(rid, attempt, "preempted" if result.stopped else "completed")
         return result
     finally:

@@ -13,8 +13,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.recipe.schema import Recipe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -119,4 +123,19 @@ def cmd_config(args: argparse.Namespace) -> int:
             f"# config_hash {config_hash(recipe)}\n"
         )
     print(header + yaml.safe_dump(recipe.resolved(), sort_keys=False, allow_unicode=True), end="")
+    _print_paths(recipe)
     return 0
+
+
+def _print_paths(recipe: Recipe) -> None:
+    """The recipe's local inputs, after the config (as YAML comments, so the output stays YAML)."""
+    from harness.rl.inputs import local_paths
+
+    paths = local_paths(recipe)
+    if not paths:
+        return
+    todo = [p for p in paths if p.state != "present"]
+    print("# local paths" + (f": {len(todo)} to fill in before training" if todo else ": all present"))
+    for p in paths:
+        note = {"placeholder": "still a placeholder: replace it", "missing": "not on this machine"}
+        print(f"#   {p.field}: {p.path}" + (f"  <- {note[p.state]}" if p.state in note else ""))

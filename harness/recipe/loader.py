@@ -1,7 +1,8 @@
 """Load recipes and sweeps: YAML with line numbers, ``extends:``, overrides, one validation.
 
 * ``extends: base.yaml`` (path relative to the file that writes it) deep-merges the file over its
-  base: mappings merge key by key, lists and scalars are replaced. Chains are allowed, cycles and
+  base: mappings merge key by key, lists and scalars are replaced; a file that names another
+  ``task.name`` than its base starts that task's ``params`` afresh. Chains are allowed, cycles and
   missing bases are errors that name the line of the ``extends`` key.
 * Overrides are ``dotted.key=value`` strings whose values are read as YAML (``seeds=[0, 1]``,
   ``optimizer.lr=1e-3``). For a sweep, a key whose first part is a sweep field (``budget.value``,
@@ -72,6 +73,14 @@ def read_with_extends(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict[s
             fix="give a path relative to this file's folder",
         )
     base_data, base_sources = read_with_extends(base, chain)
+    base_task, task = base_data.get("task"), data.get("task")
+    if (
+        isinstance(base_task, dict)
+        and isinstance(task, dict)
+        and task.get("name", base_task.get("name")) != (base_task.get("name"))
+    ):
+        # Another task: the base's task.params belong to the base's task, so they are not merged.
+        base_data = {**base_data, "task": {k: v for k, v in base_task.items() if k != "params"}}
     merged, merged_sources = deep_merge(base_data, base_sources, data, sources)
     merged_sources.entries[()] = sources.entries[()]
     return merged, merged_sources

@@ -18,7 +18,7 @@ import re
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -36,6 +36,25 @@ from pydantic import (
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+class Additive(Frozen):
+    """A section that gained fields after run ids were first stored: each field named in
+    ``_later`` is left out of the dump while it holds its default, so a recipe that does not use
+    it keeps its resolved config, and so its run id (the same rule as the TensorBoard fields of
+    :class:`CommandRunnerConfig`)."""
+
+    _later: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _drop_later_defaults(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            fields = type(self).model_fields
+            for key in self._later:
+                if getattr(self, key) == fields[key].get_default(call_default_factory=True):
+                    data.pop(key, None)
+        return data
 
 
 # --------------------------------------------------------------------------- knob parameters
@@ -263,10 +282,26 @@ class TinyModelConfig(Frozen):
     warmstart_seed: int = 0
 
 
-class ModelConfig(Frozen):
+class ModelConfig(Additive):
+    _later = ("think_end", "master_weights", "gradient_checkpointing", "attn_implementation")
+
     path: str | None = Field(None, description="local Hugging Face checkpoint dir; null = tiny")
     tiny: TinyModelConfig = TinyModelConfig()
     dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    think_end: str = Field(
+        "</think>",
+        min_length=1,
+        description="the model's end-of-thinking marker (one token when its tokenizer has it)",
+    )
+    master_weights: Literal["float32", "model_dtype"] = Field(
+        "float32",
+        description="a checkpoint's trained weights: float32 masters with the body under autocast(dtype) "
+        "on GPU, or the weights themselves in dtype (half the memory; small updates round away)",
+    )
+    gradient_checkpointing: bool = Field(False, description="recompute activations in backward (checkpoints)")
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] | None = Field(
+        None, description="transformers attention kernel; null = the library's default"
+    )
 
 
 class TaskConfig(Frozen):
@@ -283,7 +318,9 @@ class ScaleConfig(Frozen):
     max_gen_len: PositiveInt = 14_336
 
 
-class OptimizerConfig(Frozen):
+class OptimizerConfig(Additive):
+    _later = ("micro_batch",)
+
     name: Literal["adamw"] = "adamw"
     lr: PositiveFloat = 5e-7
     betas: tuple[float, float] = (0.9, 0.999)
@@ -291,12 +328,29 @@ class OptimizerConfig(Frozen):
     weight_decay: float = Field(0.01, ge=0.0)
     warmup_steps: int = Field(100, ge=0)
     grad_clip: PositiveFloat = 1.0
+    micro_batch: PositiveInt | None = Field(
+        None,
+        description="sequences per forward/backward, gradients accumulated (same loss); null = all at once",
+    )
 
 
-class GenerationConfig(Frozen):
+class VLLMOptions(Frozen):
+    """The vLLM engine beside the trainer on the same GPU (``generation.backend: vllm``)."""
+
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0.0, lt=1.0, description="share of GPU memory vLLM may take; the trainer needs the rest"
+    )
+    enforce_eager: bool = Field(False, description="skip CUDA graphs (slower decode, faster start)")
+    max_model_len: PositiveInt | None = Field(None, description="null = prompt + scale.max_gen_len")
+
+
+class GenerationConfig(Additive):
+    _later = ("vllm",)
+
     backend: Literal["hf", "vllm"] = "hf"
     temperature: PositiveFloat = 1.0
     top_p: float = Field(1.0, gt=0.0, le=1.0)
+    vllm: VLLMOptions = VLLMOptions()
 
 
 class EvalConfig(Frozen):
@@ -535,6 +589,15 @@ class Recipe(Frozen):
     @model_validator(mode="after")
     def _cross_field(self) -> Recipe:
         lc = self.knobs.length_control
+        phrase = lc.alternatives.interruption.phrase
+        # Checked for checkpoints only: the tiny preset's tests use other phrases on purpose.
+        ends = phrase.rstrip().endswith(self.model.think_end)
+        if lc.choice == "interruption" and self.model.path is not None and not ends:
+            raise ValueError(
+                f"knobs.length_control.alternatives.interruption.phrase ({phrase!r}) does not end with "
+                f"model.think_end ({self.model.think_end!r}), so the forced phrase would not close the "
+                "thinking; fix: end the phrase with the model's end-of-thinking marker"
+            )
         if lc.choice == "interruption":
             p = lc.alternatives.interruption
             if p.budget_max + p.answer_tokens > self.scale.max_gen_len:

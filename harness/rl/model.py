@@ -59,25 +59,55 @@ class TokenizerLike(Protocol):
     eos_id: int
     pad_id: int
     bos_id: int
+    stop_ids: tuple[int, ...]  # any of these ends a sequence (eos first)
 
     def encode(self, text: str) -> list[int]: ...
     def decode(self, ids: Sequence[int]) -> str: ...
+    def prompt_ids(self, prompt: str, system: str | None = None) -> list[int]: ...
 
 
-class _HFTokenizer:
-    """Adapts a transformers tokenizer to :class:`TokenizerLike`."""
+class HFTokenizer:
+    """Adapts a transformers tokenizer to :class:`TokenizerLike`.
 
-    def __init__(self, tok: Any) -> None:
+    Prompts go through the tokenizer's chat template when it has one (a system message first
+    when the task gives one, then the user turn, then the template's generation prompt), else
+    BOS (when the tokenizer has one) + system + prompt. A sequence ends at the tokenizer's EOS or
+    any end-of-sequence id of the checkpoint's ``generation_config`` (instruct models end their
+    turn with a token such as ``<|im_end|>`` that is not the base EOS).
+    """
+
+    def __init__(self, tok: Any, generation_eos: Sequence[int] = ()) -> None:
         self._tok = tok
-        self.eos_id = int(tok.eos_token_id)
-        self.pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+        eos: int | None = tok.eos_token_id
+        if eos is None and generation_eos:
+            eos = generation_eos[0]
+        if eos is None:
+            raise ConfigError(
+                "the checkpoint's tokenizer has no end-of-sequence token",
+                field="model.path",
+                value=getattr(tok, "name_or_path", None),
+                fix="set eos_token in tokenizer_config.json (or eos_token_id in generation_config.json)",
+            )
+        self.eos_id = int(eos)
+        self.pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else self.eos_id)
         self.bos_id = int(tok.bos_token_id if tok.bos_token_id is not None else self.eos_id)
+        self.stop_ids = tuple(dict.fromkeys([self.eos_id, *(int(i) for i in generation_eos)]))
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False))
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._tok.decode(list(ids), skip_special_tokens=False))
+
+    def prompt_ids(self, prompt: str, system: str | None = None) -> list[int]:
+        if getattr(self._tok, "chat_template", None):
+            messages = [{"role": "system", "content": system}] if system else []
+            messages.append({"role": "user", "content": prompt})
+            # Render to text, then encode without adding specials: the template writes its own.
+            text = self._tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return self.encode(str(text))
+        head = [] if self._tok.bos_token_id is None else [self.bos_id]
+        return head + self.encode(f"{system}\n\n{prompt}" if system else prompt)
 
 
 @dataclass
@@ -89,6 +119,10 @@ class Policy:
     body_dtype: torch.dtype
     head_fp32: bool
     autocast: bool  # True: fp32 master weights, body under autocast(body_dtype)
+    think_end: str = THINK_END
+    # Toggle train mode for the trainer's forward only: transformers checkpoints layers only in
+    # train mode, and drops the KV cache there, which generation needs.
+    gradient_checkpointing: bool = False
 
     @property
     def device(self) -> torch.device:
@@ -108,6 +142,8 @@ class Policy:
         use_cache: bool = False,
     ) -> tuple[Tensor, Any]:
         """Last hidden states [B, T, D] of the body (no LM head) and the updated cache."""
+        if self.gradient_checkpointing:
+            self.model.train(not use_cache)
         with self.body_context():
             out = self.model.base_model(
                 input_ids=input_ids,
@@ -134,14 +170,54 @@ class Policy:
                 logits = logits / temperature
             return torch.log_softmax(logits, dim=-1).float()
 
+    def token_logprobs(self, hidden: Tensor, targets: Tensor, temperature: float) -> Tensor:
+        """Log-probs [B, T] of ``targets`` [B, T] given ``hidden`` [B, T, D], as :meth:`logprobs`.
+
+        Small batches take the full [B, T, V] log-softmax at once. When that tensor would pass
+        :data:`LOGITS_BUDGET` elements (a 150k-token vocabulary times a few thousand tokens), the
+        head runs in chunks of rows, each under activation checkpointing, so backward holds one
+        chunk's logits at a time instead of all of them (the values are the same; the gradient
+        sums in another order).
+        """
+        b, t = targets.shape
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        targets = targets.to(hidden.device)
+        if b * t * vocab <= LOGITS_BUDGET or b <= 1:
+            return self.logprobs(hidden, temperature).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        from torch.utils.checkpoint import checkpoint
+
+        def rows(h: Tensor, y: Tensor) -> Tensor:
+            return self.logprobs(h, temperature).gather(-1, y.unsqueeze(-1)).squeeze(-1)
+
+        step = max(1, LOGITS_BUDGET // (t * vocab))
+        parts = [
+            checkpoint(rows, hidden[i : i + step], targets[i : i + step], use_reentrant=False)
+            for i in range(0, b, step)
+        ]
+        return torch.cat(parts)
+
     def think_end_ids(self) -> list[int]:
-        return self.tokenizer.encode(THINK_END)
+        return self.tokenizer.encode(self.think_end)
+
+
+# Elements of the [B, T, V] logits above which the head runs in checkpointed chunks (1 GiB fp32).
+LOGITS_BUDGET = 1 << 28
 
 
 def non_embedding_params(model: Any) -> int:
-    """N for the FLOP estimate: every parameter except token/position embeddings."""
+    """N for the FLOP estimate: every parameter except the input token/position embeddings.
+
+    The output head always counts, even when its weight is tied to the input embedding (as in
+    Qwen2.5-0.5B): its matmul runs for every token either way.
+    """
+    head = model.get_output_embeddings()
+    head_ids = {id(p) for p in head.parameters()} if head is not None else set()
     emb = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
-    return sum(p.numel() for p in model.parameters() if id(p) not in emb)
+    counted = {id(p): p.numel() for p in model.parameters() if id(p) not in emb - head_ids}
+    if head is not None:
+        # Tied: model.parameters() yields the shared tensor once; count the head's use of it.
+        counted.update({id(p): p.numel() for p in head.parameters()})
+    return sum(counted.values())
 
 
 def cache_dir() -> Path:
@@ -155,16 +231,34 @@ def build_policy(recipe: Recipe) -> Policy:
     dtype = DTYPES[m.dtype]
     head_fp32 = recipe.knobs.lm_head.choice == "fp32"
     if m.path is not None:
-        return _load_hf(m.path, dtype, head_fp32)
+        return _load_hf(recipe, head_fp32)
     model = _tiny_cached(recipe)
     return Policy(
         model=model, tokenizer=CharTokenizer(), body_dtype=dtype, head_fp32=head_fp32, autocast=False
     )
 
 
-def _load_hf(path: str, dtype: torch.dtype, head_fp32: bool) -> Policy:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _load_hf(recipe: Recipe, head_fp32: bool) -> Policy:
+    """A local checkpoint: weights, tokenizer (with its chat template) and generation config.
 
+    ``master_weights: float32`` (the default) loads float32 weights for the optimizer; on a GPU the
+    body then runs under ``autocast(model.dtype)`` (mixed precision), on a CPU in float32 with the
+    generator's engine copy rounded to ``model.dtype`` (as the tiny policy does). ``model_dtype``
+    loads the weights in ``model.dtype`` and trains them there.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from harness.rl.tasks.dataset import is_placeholder
+
+    m = recipe.model
+    path = str(m.path)
+    if is_placeholder(path):
+        raise ConfigError(
+            "model.path is still a placeholder",
+            field="model.path",
+            value=path,
+            fix="replace it with the directory of a downloaded Hugging Face checkpoint",
+        )
     if not Path(path).is_dir():
         raise ConfigError(
             "not a local checkpoint directory",
@@ -172,12 +266,40 @@ def _load_hf(path: str, dtype: torch.dtype, head_fp32: bool) -> Policy:
             value=path,
             fix="point model.path at a downloaded Hugging Face checkpoint (nothing is fetched)",
         )
+    dtype = DTYPES[m.dtype]
+    master = torch.float32 if m.master_weights == "float32" else dtype
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+    kwargs: dict[str, Any] = {"dtype": master, "local_files_only": True}
+    if m.attn_implementation is not None:
+        kwargs["attn_implementation"] = m.attn_implementation
+    try:
+        model: Any = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise ConfigError(
+            f"cannot load the checkpoint: {err}",
+            field="model.path",
+            value=path,
+            fix="point model.path at a directory holding config.json, the weights and the tokenizer files",
+        ) from None
     model = model.to(device)
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model.eval()  # no dropout in rollouts or in the recomputed log-probs
+    if m.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    try:
+        gen_eos = GenerationConfig.from_pretrained(path, local_files_only=True).eos_token_id
+    except OSError:  # no generation_config.json
+        gen_eos = None
+    gen_eos_ids = [] if gen_eos is None else [gen_eos] if isinstance(gen_eos, int) else list(gen_eos)
+    autocast = device == "cuda" and master == torch.float32 and dtype != torch.float32
     return Policy(
-        model=model, tokenizer=_HFTokenizer(tok), body_dtype=dtype, head_fp32=head_fp32, autocast=False
+        model=model,
+        tokenizer=HFTokenizer(tok, gen_eos_ids),
+        body_dtype=dtype,
+        head_fp32=head_fp32,
+        autocast=autocast,
+        think_end=m.think_end,
+        gradient_checkpointing=m.gradient_checkpointing,
     )
 
 
@@ -293,7 +415,7 @@ def warm_start(recipe: Recipe) -> Any:
         opt = torch.optim.AdamW(model.parameters(), lr=t.warmstart_lr, weight_decay=0.0)
         for _ in range(t.warmstart_steps):
             batch = [split.train[rng.randrange(len(split.train))] for _ in range(32)]
-            loss = _sft_loss(policy, task, batch, rng)
+            loss = sft_loss(policy, task, batch, rng)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -302,11 +424,13 @@ def warm_start(recipe: Recipe) -> Any:
     return model
 
 
-def _sft_loss(policy: Policy, task: Task, batch: Sequence[Any], rng: random.Random) -> Tensor:
+def sft_loss(policy: Policy, task: Task, batch: Sequence[Any], rng: random.Random) -> Tensor:
+    """Mean negative log-likelihood of the task's reference completions (then EOS) after the
+    prompts, rendered as the trainer renders them (:meth:`TokenizerLike.prompt_ids`)."""
     tok = policy.tokenizer
     seqs, n_prompt = [], []
     for p in batch:
-        prompt = [tok.bos_id, *tok.encode(p.prompt)]
+        prompt = tok.prompt_ids(p.prompt, p.system)
         seqs.append(prompt + tok.encode(task.trace(p, rng)) + [tok.eos_id])
         n_prompt.append(len(prompt))
     width = max(len(s) for s in seqs)

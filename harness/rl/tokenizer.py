@@ -31,6 +31,7 @@ class CharTokenizer:
         self.bos_id = self._ids["<bos>"]
         self.eos_id = self._ids["<eos>"]
         self.think_end_id = self._ids["</think>"]
+        self.stop_ids: tuple[int, ...] = (self.eos_id,)
 
     @property
     def vocab_size(self) -> int:
@@ -60,3 +61,7 @@ class CharTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(self.vocab[i] for i in ids if i != self.pad_id)
+
+    def prompt_ids(self, prompt: str, system: str | None = None) -> list[int]:
+        """BOS, then the system prompt (if any) and the prompt, a space apart (no chat template)."""
+        return [self.bos_id, *self.encode(f"{system} {prompt}" if system else prompt)]

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from harness.errors import ConfigError
 from harness.recipe.schema import Recipe
 from harness.rl import checkpoint
 from harness.rl.advantages import compute_advantages
@@ -118,13 +119,14 @@ class Trainer:
         self.policy: Policy = build_policy(recipe)
         self.task = make_task(recipe.task.name, recipe.task.params)
         self.split = make_split(self.task, recipe.task.n_train, recipe.task.n_val, recipe.task.seed)
+        self.data_fingerprint = self.task.fingerprint()
         k = recipe.knobs
         self.loss_fn = make_loss(k.loss)
         self.keep_fn = make_zero_variance_filter(k.zero_variance_filter)
         self.length_control = make_length_control(k.length_control)
         self.tracker = ResamplingTracker.from_knob(k.no_positive_resampling)
         self.sampler = PromptSampler(len(self.split.train), seed)
-        self.gen: Generator = make_generator(recipe.generation.backend, self.policy)
+        self.gen: Generator = make_generator(recipe.generation.backend, self.policy, recipe.generation)
         self.gen_rng = torch.Generator().manual_seed(seed)
         self.schedule: Schedule = make_schedule(
             k.pipeline,
@@ -158,7 +160,7 @@ class Trainer:
         return SamplingSpec(temperature, top_p, self.recipe.scale.max_gen_len)
 
     def _prompt_ids(self, p: Problem) -> list[int]:
-        return [self.policy.tokenizer.bos_id, *self.policy.tokenizer.encode(p.prompt)]
+        return self.policy.tokenizer.prompt_ids(p.prompt, p.system)
 
     def _start(
         self,
@@ -187,12 +189,14 @@ class Trainer:
 
     def _scores(self, batch: Rollouts, pool: Sequence[Problem]) -> Tensor:
         tok = self.policy.tokenizer
-        out = []
-        for i, idx in enumerate(batch.meta["problem"]):
+        texts = []
+        for i in range(len(batch.meta["problem"])):
             ids = batch.tokens[i, : int(batch.lengths[i])].tolist()
-            if ids and ids[-1] == tok.eos_id:
+            if ids and ids[-1] in tok.stop_ids:
                 ids = ids[:-1]  # the end-of-sequence token is not part of the answer
-            out.append(self.task.score(pool[idx], tok.decode(ids)))
+            texts.append(tok.decode(ids))
+        problems = [pool[idx] for idx in batch.meta["problem"]]
+        out = self.task.score_many(problems, texts, think_end=self.policy.think_end)
         return torch.tensor(out, dtype=torch.float32)
 
     # ------------------------------------------------------------------ one optimizer step
@@ -212,8 +216,8 @@ class Trainer:
         pos = (attn.cumsum(1) - 1).clamp(min=0)
         dev = self.policy.device
         hidden, _ = self.policy.hidden(ids.to(dev), attn.to(dev), pos.to(dev))
-        logp = self.policy.logprobs(hidden[:, width - 1 : width + t - 1], self.spec.temperature)
-        return logp.gather(-1, comp.to(dev).unsqueeze(-1)).squeeze(-1).cpu()
+        logp = self.policy.token_logprobs(hidden[:, width - 1 : width + t - 1], comp, self.spec.temperature)
+        return logp.cpu()
 
     def train_step(self, batch: Rollouts) -> dict[str, float]:
         correct = self._scores(batch, self.split.train)
@@ -232,12 +236,16 @@ class Trainer:
         diag.add("steps", 1)
         self.opt.zero_grad(set_to_none=True)
         if len(rows):
-            logp = self.token_logprobs(batch, rows)
             mask = batch.mask[rows]
-            self._diagnose(logp, batch, rows, adv[rows], mask)
-            terms = self.loss_fn.token_terms(logp, batch.logp[rows], adv[rows], mask)
-            loss = aggregate(terms, mask, group[rows], self.recipe.knobs.aggregation.choice)
-            loss.backward()
+            size = self.recipe.optimizer.micro_batch
+            if size is None or len(rows) <= size:
+                logp = self.token_logprobs(batch, rows)
+                terms = self.loss_fn.token_terms(logp, batch.logp[rows], adv[rows], mask)
+                loss = aggregate(terms, mask, group[rows], self.recipe.knobs.aggregation.choice)
+                loss.backward()
+            else:
+                logp = self._accumulate(batch, rows, adv, group, size)
+            self._diagnose(logp.detach(), batch, rows, adv[rows], mask)
             torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), self.recipe.optimizer.grad_clip)
             trained = sum(len(batch.prompt_ids[i]) + int(batch.lengths[i]) for i in rows.tolist())
             self.meter.add_training(trained)
@@ -260,6 +268,28 @@ class Trainer:
             if n
             else {}
         )
+
+    def _accumulate(self, batch: Rollouts, rows: Tensor, adv: Tensor, group: Tensor, size: int) -> Tensor:
+        """The same gradient as one backward over ``rows``, in micro-batches of ``size`` sequences.
+
+        Every aggregation is linear in the token terms, with weights that depend only on the mask
+        and the groups, and every loss's terms are per row (GSPO's ratio is per sequence). So the
+        loss is the sum of ``w * terms`` with ``w`` = d(loss)/d(terms), taken once by autograd on a
+        zero probe, and each micro-batch backprops its own rows' share. Returns the log-probs.
+        """
+        mask = batch.mask[rows]
+        probe = torch.zeros_like(mask, requires_grad=True)
+        aggregate(probe, mask, group[rows], self.recipe.knobs.aggregation.choice).backward()
+        assert probe.grad is not None
+        weights = probe.grad
+        parts = []
+        for i in range(0, len(rows), size):
+            sub = rows[i : i + size]
+            logp = self.token_logprobs(batch, sub)
+            terms = self.loss_fn.token_terms(logp, batch.logp[sub], adv[sub], batch.mask[sub])
+            (terms * weights[i : i + size]).sum().backward()
+            parts.append(logp.detach())
+        return torch.cat(parts)
 
     def _diagnose(self, logp: Tensor, batch: Rollouts, rows: Tensor, adv: Tensor, mask: Tensor) -> None:
         """Accumulate the per-token diagnostics of the trained rows (see harness.rl.diagnostics)."""
@@ -327,9 +357,19 @@ class Trainer:
             "meter": self.meter.state_dict(),
             "stats": (self.stats.sums, self.stats.steps, self.stats.diag.state(), self.stats.samples),
             "max_lag": self.max_lag,
+            "task_fingerprint": self.data_fingerprint,
         }
 
     def load_state_dict(self, s: dict[str, Any]) -> None:
+        saved = s.get("task_fingerprint")
+        if saved != self.data_fingerprint:
+            raise ConfigError(
+                f"the task's data changed since this run's checkpoint (fingerprint {saved} then, "
+                f"{self.data_fingerprint} now); resuming would mix two datasets in one curve",
+                field="task.params",
+                value=self.task.paths() or None,
+                fix="restore the data the run started on, or start a new run (a new task.seed or path)",
+            )
         self.policy.model.load_state_dict(s["model"])
         self.opt.load_state_dict(s["opt"])
         self.sched.load_state_dict(s["sched"])
@@ -354,6 +394,8 @@ def _emit(trainer: Trainer, sink: PointSink) -> dict[str, float]:
     metrics = {"val/pass_rate": trainer.evaluate(), **stats.means()}
     if stats.steps:
         metrics.update(stats.diag.metrics(len(trainer.tracker.retired())))
+    # Running totals (verifier timeouts and errors of a dataset task); generated tasks have none.
+    metrics.update({f"diag/{k}": float(v) for k, v in trainer.task.counters().items()})
     n = {"val/pass_rate": trainer.eval_samples()}
     if stats.samples and isinstance(trainer.length_control, Interruption):
         # A mean of 0/1 rewards only under interruption (the length penalty makes them real-valued).
@@ -381,6 +423,15 @@ def train(
     """
     workdir = Path(workdir)
     trainer = Trainer(recipe, seed, threads)
+    try:
+        return _run(trainer, recipe, sink, workdir, stop)
+    finally:
+        trainer.task.close()  # a dataset task's verifier worker process
+
+
+def _run(
+    trainer: Trainer, recipe: Recipe, sink: PointSink, workdir: Path, stop: threading.Event | None
+) -> TrainResult:
     state = checkpoint.load(workdir)
     resumed_from = None
     metrics: dict[str, float] = {}

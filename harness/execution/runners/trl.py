@@ -254,7 +254,7 @@ class TrlRunner(Runner):
                 value="trl",
                 fix="pip install 'scalerl-harness[trl]'",
             ) from None
-        from datasets import Dataset  # type: ignore[import-untyped]  # comes with trl
+        from datasets import Dataset  # comes with trl
 
         from harness.rl.model import build_policy, non_embedding_params
         from harness.rl.tasks import make_split, make_task

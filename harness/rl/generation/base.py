@@ -134,7 +134,8 @@ def register_generator(name: str) -> Callable[[Callable[..., Generator]], Callab
     return deco
 
 
-def make_generator(name: str, policy: Any) -> Generator:
+def make_generator(name: str, policy: Any, options: Any = None) -> Generator:
+    """The backend ``name`` on ``policy``; ``options`` is the recipe's ``generation`` section."""
     from harness.rl.generation import hf, vllm  # noqa: F401  (register the built-in backends)
 
     if name not in GENERATORS:
@@ -144,4 +145,4 @@ def make_generator(name: str, policy: Any) -> Generator:
             value=name,
             fix=f"use one of {sorted(GENERATORS)}",
         )
-    return GENERATORS[name](policy)
+    return GENERATORS[name](policy, options)

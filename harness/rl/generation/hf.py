@@ -122,7 +122,12 @@ class HFGenerator(Generator):
         # The engine copy (see the module docstring); the trainer's policy itself when none.
         self.engine: Any = policy
         if self.engine_dtype is not None:
-            self.engine = dataclasses.replace(policy, model=copy.deepcopy(policy.model))
+            engine = copy.deepcopy(policy.model)
+            if policy.device.type == "cuda":
+                # On a GPU the engine copy is a real bf16 model (half the memory, bf16 kernels);
+                # on a CPU it stays float32 holding rounded values (bf16 kernels are slow there).
+                engine = engine.to(self.engine_dtype)
+            self.engine = dataclasses.replace(policy, model=engine, gradient_checkpointing=False)
             self._round_into(policy.model)
 
     def update_weights(self, model: Any, version: int) -> None:
@@ -157,6 +162,7 @@ class HFGenerator(Generator):
         assert isinstance(cohort, HFCohort)
         c, spec = cohort, cohort.spec
         eos = self.policy.tokenizer.eos_id
+        stop = torch.tensor(self.policy.tokenizer.stop_ids, dtype=torch.long)
         phrase = torch.tensor(spec.phrase_ids or (eos,), dtype=torch.long)
         steps = 0
         while steps < n_tokens and not c.done():
@@ -203,7 +209,7 @@ class HFGenerator(Generator):
                     c.phase[i] = 2
             answering = sampled & (c.phase == 2)
             c.answer_left -= answering.long()
-            finished = sampled & (tok == eos)
+            finished = sampled & torch.isin(tok, stop)
             cut = live & ~finished & ((c.length >= spec.max_len) | (answering & (c.answer_left <= 0)))
             c.truncated |= cut
             c.phase[finished | cut] = 3
@@ -225,5 +231,5 @@ def _engine_dtype(policy: Any) -> torch.dtype | None:
 
 
 @register_generator("hf")
-def _make_hf(policy: Any) -> Generator:
+def _make_hf(policy: Any, options: Any = None) -> Generator:
     return HFGenerator(policy)

@@ -5,7 +5,10 @@ vLLM's documented API: ``LLM.generate`` with ``TokensPrompt`` inputs and one ``S
 per request (``logprobs=0``: vLLM always returns the sampled token's log-prob, so 0 extra),
 ``seed`` per request for reproducibility, and in-place weight updates through
 ``LLM.apply_model`` calling the model's ``load_weights`` (the path vLLM's RLHF examples use on one
-process). The bookkeeping (chunks, interruption, masks, versions) is shared logic tested with a
+process; vLLM's V1 engine runs the model in-process only with
+``VLLM_ENABLE_V1_MULTIPROCESSING=0`` in the job's environment). The engine shares the trainer's GPU
+and takes ``generation.vllm.gpu_memory_utilization`` of its memory.
+The bookkeeping (chunks, interruption, masks, versions) is shared logic tested with a
 fake engine in ``tests/unit/rl/test_vllm_backend.py``.
 
 Differences from ``hf`` a reader should know: a chunk is one ``generate`` call, and the next chunk
@@ -48,16 +51,16 @@ class VLLMCohort(Cohort):
         interrupt_at: Sequence[int | None],
         spec: SamplingSpec,
         think_end: Sequence[int],
-        eos: int,
+        stop: Sequence[int],
         meta: Any,
         version: int,
     ) -> None:
         self.prompts = [list(p) for p in prompts]
         self.budget = list(interrupt_at)
-        self.spec, self.think_end, self.eos, self.meta, self.start_version = (
+        self.spec, self.think_end, self.stop, self.meta, self.start_version = (
             spec,
             list(think_end),
-            eos,
+            tuple(stop),
             meta,
             version,
         )
@@ -98,7 +101,7 @@ class VLLMCohort(Cohort):
                     self.thinking[i] = False
             elif self.answer_left[i] is not None:
                 self.answer_left[i] = int(self.answer_left[i] or 0) - 1
-            if tok == self.eos:
+            if tok in self.stop:
                 self.live[i] = False
                 return
         budget = self.budget[i]
@@ -144,17 +147,25 @@ class VLLMGenerator(Generator):
 
     name = "vllm"
 
-    def __init__(self, policy: Any, llm: Any = None) -> None:
+    def __init__(self, policy: Any, llm: Any = None, options: Any = None) -> None:
         self.policy = policy
         self.version = 0
         if llm is None:
             vllm = _require_vllm()
             path = policy.model.config.name_or_path
+            kwargs: dict[str, Any] = {}
+            if options is not None:
+                # Beside the trainer on one GPU: vLLM may take only its share of the memory.
+                kwargs["gpu_memory_utilization"] = options.vllm.gpu_memory_utilization
+                kwargs["enforce_eager"] = options.vllm.enforce_eager
+                if options.vllm.max_model_len is not None:
+                    kwargs["max_model_len"] = options.vllm.max_model_len
             llm = vllm.LLM(
                 model=path,
                 dtype=str(policy.body_dtype).removeprefix("torch."),
                 enable_prefix_caching=True,
                 logprobs_mode="processed_logprobs",
+                **kwargs,
             )
         self.llm = llm
 
@@ -172,7 +183,7 @@ class VLLMGenerator(Generator):
     ) -> VLLMCohort:
         tok = self.policy.tokenizer
         return VLLMCohort(
-            prompts, interrupt_at, spec, self.policy.think_end_ids(), tok.eos_id, meta, self.version
+            prompts, interrupt_at, spec, self.policy.think_end_ids(), tok.stop_ids, meta, self.version
         )
 
     def advance(self, cohort: Cohort, n_tokens: int, rng: torch.Generator) -> int:
@@ -185,7 +196,7 @@ class VLLMGenerator(Generator):
         for i in rows:
             seed = int(torch.randint(0, 2**31 - 1, (1,), generator=rng).item())
             requests.append({"prompt_token_ids": c.prompts[i] + c.tokens[i]})
-            params.append(self._params(c.spec, max(1, c.room(i, n_tokens)), seed, c.eos))
+            params.append(self._params(c.spec, max(1, c.room(i, n_tokens)), seed, c.stop))
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         longest = 0
         for i, out in zip(rows, outputs, strict=True):
@@ -197,7 +208,7 @@ class VLLMGenerator(Generator):
         return longest
 
     @staticmethod
-    def _params(spec: SamplingSpec, max_tokens: int, seed: int, eos: int) -> Any:
+    def _params(spec: SamplingSpec, max_tokens: int, seed: int, stop: Sequence[int]) -> Any:
         vllm = _require_vllm()
         temperature = 0.0 if spec.greedy else spec.temperature
         return vllm.SamplingParams(
@@ -206,10 +217,10 @@ class VLLMGenerator(Generator):
             max_tokens=max_tokens,
             logprobs=0,
             seed=seed,
-            stop_token_ids=[eos],
+            stop_token_ids=list(stop),
         )
 
 
 @register_generator("vllm")
-def _make_vllm(policy: Any) -> Generator:
-    return VLLMGenerator(policy)
+def _make_vllm(policy: Any, options: Any = None) -> Generator:
+    return VLLMGenerator(policy, options=options)

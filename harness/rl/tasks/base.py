@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,11 +25,17 @@ THINK_END = "</think>"
 
 @dataclass(frozen=True)
 class Problem:
-    """One prompt with its reference answer; ``difficulty`` is task-defined (for reports)."""
+    """One prompt with its reference answer; ``difficulty`` is task-defined (for reports).
+
+    ``system`` is a system prompt for checkpoints with a chat template (the trainer renders
+    ``system`` + ``prompt`` through it); ``solution`` a reference completion when the data has one.
+    """
 
     prompt: str
     answer: str
     difficulty: int
+    system: str | None = None
+    solution: str | None = None
 
 
 class Task(ABC):
@@ -52,6 +58,37 @@ class Task(ABC):
         answer = completion.rsplit(THINK_END, 1)[1].strip()
         return 1.0 if answer == problem.answer else 0.0
 
+    def score_many(
+        self, problems: Sequence[Problem], completions: Sequence[str], think_end: str = THINK_END
+    ) -> list[float]:
+        """:meth:`score` for each pair; a task whose verifier is expensive batches it here.
+        ``think_end`` is the model's end-of-thinking marker (the built-in generated tasks use the
+        tiny tokenizer's ``</think>`` and ignore it)."""
+        return [self.score(p, c) for p, c in zip(problems, completions, strict=True)]
+
+    def split(self, n_train: int, n_val: int, seed: int) -> Split:
+        """Train and validation problems drawn iid from the same mix; validation never trains."""
+        rng = random.Random(seed)
+        problems = self.problems(n_train + n_val, rng)
+        return Split(train=tuple(problems[:n_train]), val=tuple(problems[n_train:]))
+
+    def counters(self) -> dict[str, int]:
+        """Running totals the trainer reports as ``diag/<name>`` (e.g. verifier timeouts)."""
+        return {}
+
+    def fingerprint(self) -> str | None:
+        """A digest of the task's external data (None: the task is a pure function of its params).
+        A checkpoint records it, so resuming on changed data is refused rather than mixed."""
+        return None
+
+    def paths(self) -> dict[str, str]:
+        """The local files the task reads, by parameter name (``scalerl config`` checks them)."""
+        return {}
+
+    def close(self) -> None:
+        """Release what the task holds (a verifier's worker process); idempotent."""
+        return None
+
 
 @dataclass(frozen=True)
 class Split:
@@ -72,7 +109,7 @@ def register_task(cls: type[Task]) -> type[Task]:
 
 def make_task(name: str, params: Mapping[str, Any]) -> Task:
     """Instantiate a registered task; unknown names and bad params raise :class:`ConfigError`."""
-    from harness.rl.tasks import arith  # noqa: F401  (registers the built-in tasks)
+    from harness.rl.tasks import arith, dataset  # noqa: F401  (registers the built-in tasks)
 
     if name not in TASKS:
         raise ConfigError("unknown task", field="task.name", value=name, fix=f"use one of {sorted(TASKS)}")
@@ -88,7 +125,5 @@ def make_task(name: str, params: Mapping[str, Any]) -> Task:
 
 
 def make_split(task: Task, n_train: int, n_val: int, seed: int) -> Split:
-    """Draw train and validation problems iid from the same mix; validation never trains."""
-    rng = random.Random(seed)
-    problems = task.problems(n_train + n_val, rng)
-    return Split(train=tuple(problems[:n_train]), val=tuple(problems[n_train:]))
+    """The task's train/validation split (:meth:`Task.split`), fixed by ``task.seed``."""
+    return task.split(n_train, n_val, seed)

@@ -58,6 +58,7 @@ class FakeLLM:
 class _Policy:
     class tokenizer:
         eos_id, pad_id, bos_id = 2, 0, 1
+        stop_ids = (2,)
 
     def think_end_ids(self) -> list[int]:
         return [3]

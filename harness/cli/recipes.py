@@ -134,8 +134,8 @@ def _print_paths(recipe: Recipe) -> None:
     paths = local_paths(recipe)
     if not paths:
         return
-    todo = [p for p in paths if p.state != "present"]
+    note = {"placeholder": "  <- still a placeholder: replace it", "missing": "  <- not on this machine"}
+    todo = [p for p in paths if p.state in note]
     print("# local paths" + (f": {len(todo)} to fill in before training" if todo else ": all present"))
     for p in paths:
-        note = {"placeholder": "still a placeholder: replace it", "missing": "not on this machine"}
-        print(f"#   {p.field}: {p.path}" + (f"  <- {note[p.state]}" if p.state in note else ""))
+        print(f"#   {p.field}: {p.path}{note.get(p.state, '')}")

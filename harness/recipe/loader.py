@@ -74,11 +74,8 @@ def read_with_extends(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict[s
         )
     base_data, base_sources = read_with_extends(base, chain)
     base_task, task = base_data.get("task"), data.get("task")
-    if (
-        isinstance(base_task, dict)
-        and isinstance(task, dict)
-        and task.get("name", base_task.get("name")) != (base_task.get("name"))
-    ):
+    new_name = task.get("name") if isinstance(task, dict) else None
+    if isinstance(base_task, dict) and new_name is not None and new_name != base_task.get("name"):
         # Another task: the base's task.params belong to the base's task, so they are not merged.
         base_data = {**base_data, "task": {k: v for k, v in base_task.items() if k != "params"}}
     merged, merged_sources = deep_merge(base_data, base_sources, data, sources)

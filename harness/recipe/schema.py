@@ -41,8 +41,7 @@ class Frozen(BaseModel):
 class Additive(Frozen):
     """A section that gained fields after run ids were first stored: each field named in
     ``_later`` is left out of the dump while it holds its default, so a recipe that does not use
-    it keeps its resolved config, and so its run id (the same rule as the TensorBoard fields of
-    :class:`CommandRunnerConfig`)."""
+    it keeps its resolved config, and so its run id."""
 
     _later: ClassVar[tuple[str, ...]] = ()
 
@@ -381,8 +380,11 @@ class TensorBoardCompute(Frozen):
         return {"column": data} if isinstance(data, str) else data
 
 
-class CommandRunnerConfig(Frozen):
+class CommandRunnerConfig(Additive):
     """A lab's own trainer: ``argv`` is templated with the variant's overrides."""
+
+    # The TensorBoard tail came later: left out of the dump while unset (see Additive).
+    _later = ("tensorboard_dir", "tensorboard_tags", "tensorboard_compute")
 
     type: Literal["command"]
     argv: tuple[str, ...] = Field(min_length=1)
@@ -408,14 +410,6 @@ class CommandRunnerConfig(Frozen):
                 "fix: set tensorboard_dir to the directory the trainer's SummaryWriter writes"
             )
         return self
-
-    @model_serializer(mode="wrap")
-    def _drop_unset_tensorboard(self, handler: Any) -> Any:
-        data = handler(self)
-        for key in ("tensorboard_dir", "tensorboard_tags", "tensorboard_compute"):
-            if isinstance(data, dict) and not data.get(key):
-                data.pop(key, None)
-        return data
 
     def placeholders(self) -> Iterator[str]:
         """Every ``{name}`` in the templated fields: ``argv``, ``env`` values, ``metrics_file`` and

@@ -248,7 +248,7 @@ def _load_hf(recipe: Recipe, head_fp32: bool) -> Policy:
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    from harness.rl.tasks.dataset import is_placeholder
+    from harness.rl.tasks.records import is_placeholder
 
     m = recipe.model
     path = str(m.path)
@@ -392,7 +392,7 @@ def _tiny_cached(recipe: Recipe) -> Any:
 
 
 @contextlib.contextmanager
-def _torch_seed(seed: int) -> Iterator[None]:
+def torch_seed(seed: int) -> Iterator[None]:
     """Seed torch for a deterministic phase, restoring the caller's RNG afterwards."""
     state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -408,20 +408,33 @@ def warm_start(recipe: Recipe) -> Any:
     tok = CharTokenizer()
     task = make_task(recipe.task.name, recipe.task.params)
     split = make_split(task, recipe.task.n_train, recipe.task.n_val, recipe.task.seed)
-    rng = random.Random(t.warmstart_seed)
-    with _torch_seed(t.warmstart_seed):
+    with torch_seed(t.warmstart_seed):
         model = _tiny_model(recipe, tok.vocab_size)
         policy = Policy(model, tok, DTYPES[recipe.model.dtype], head_fp32=True, autocast=False)
-        opt = torch.optim.AdamW(model.parameters(), lr=t.warmstart_lr, weight_decay=0.0)
-        for _ in range(t.warmstart_steps):
-            batch = [split.train[rng.randrange(len(split.train))] for _ in range(32)]
-            loss = sft_loss(policy, task, batch, rng)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+        steps, lr = t.warmstart_steps, t.warmstart_lr
+        fit_traces(policy, task, split.train, steps=steps, lr=lr, seed=t.warmstart_seed)
     log.info("warm-started tiny policy (%d steps)", t.warmstart_steps)
     return model
+
+
+def fit_traces(
+    policy: Policy, task: Task, problems: Sequence[Any], *, steps: int, lr: float, seed: int, batch: int = 32
+) -> float:
+    """``steps`` supervised steps (AdamW, clip 1.0) on ``task``'s reference completions of batches
+    drawn from ``problems`` with ``random.Random(seed)``; the caller seeds torch. Returns the
+    last loss (nan when ``steps`` is 0)."""
+    rng = random.Random(seed)
+    opt = torch.optim.AdamW(policy.model.parameters(), lr=lr, weight_decay=0.0)
+    loss = float("nan")
+    for _ in range(steps):
+        drawn = [problems[rng.randrange(len(problems))] for _ in range(batch)]
+        step_loss = sft_loss(policy, task, drawn, rng)
+        opt.zero_grad(set_to_none=True)
+        step_loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
+        opt.step()
+        loss = float(step_loss.detach())
+    return loss
 
 
 def sft_loss(policy: Policy, task: Task, batch: Sequence[Any], rng: random.Random) -> Tensor:

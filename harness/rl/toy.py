@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import torch
 
+from harness.rl.model import torch_seed
 from harness.rl.tasks import THINK_END, Task
 
 log = logging.getLogger(__name__)
@@ -138,12 +139,8 @@ def build_checkpoint(
         (LlamaConfig, LlamaForCausalLM) if arch == "llama" else (Qwen2Config, Qwen2ForCausalLM)
     )
     config_cls, model_cls = classes
-    state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
+    with torch_seed(seed):
         model = model_cls(config_cls(**shape))
-    finally:
-        torch.random.set_rng_state(state)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -160,27 +157,16 @@ def warm_start_checkpoint(
     float32, CPU), prompts rendered as the trainer renders them, and save it in place."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.rl.model import HFTokenizer, Policy, sft_loss
+    from harness.rl.model import HFTokenizer, Policy, fit_traces
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True)
     tok = HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
     policy = Policy(model, tok, torch.float32, head_fp32=True, autocast=False)
     train = task.split(1 << 30, 1 << 30, seed).train
-    rng = random.Random(seed)
-    state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-        for _ in range(steps):
-            loss = sft_loss(policy, task, [train[rng.randrange(len(train))] for _ in range(batch)], rng)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-    finally:
-        torch.random.set_rng_state(state)
+    with torch_seed(seed):
+        loss = fit_traces(policy, task, train, steps=steps, lr=lr, seed=seed, batch=batch)
     model.save_pretrained(path)
-    log.info("warm-started %s for %d steps (final loss %.3f)", path, steps, float(loss.detach()))
+    log.info("warm-started %s for %d steps (final loss %.3f)", path, steps, loss)
 
 
 def build_toy(

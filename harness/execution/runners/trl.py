@@ -216,7 +216,7 @@ class Verifier:
     def __call__(
         self, prompts: list[str], completions: list[str], answer: list[str], **_: Any
     ) -> list[float]:
-        return [self.task.score(Problem("", a, 0), c) for c, a in zip(completions, answer, strict=True)]
+        return self.task.score_many([Problem("", a, 0) for a in answer], completions)
 
 
 def _prompt(tokenizer: Any, text: str) -> str:
@@ -375,7 +375,7 @@ def _make_stream(
                     eos_token_id=tokenizer.eos_token_id,
                 )
             texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-            passes = sum(task.score(problems[i // e.k], t) for i, t in enumerate(texts))
+            passes = sum(task.score_many([problems[i // e.k] for i in range(len(texts))], texts))
             model.train(was_training)
             c = dict(self.compute)
             compute = {**c, "gpu_hours": c["wall_s"] / 3600.0}

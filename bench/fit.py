@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.curve import FitOptions, SigmoidFit, sigmoid_curve
-from harness.analysis.fitters import fit_sigmoid_many
-from harness.analysis.forecast import backtest_many, backtest_power_law
-from harness.analysis.forecaster import forecast_curves
-from harness.analysis.powerlaw import fit_power_law
-from harness.importers import read_curves
+from scalerl.harness.analysis.curve import FitOptions, SigmoidFit, sigmoid_curve
+from scalerl.harness.analysis.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.forecast import backtest_many, backtest_power_law
+from scalerl.harness.analysis.forecaster import forecast_curves
+from scalerl.harness.analysis.powerlaw import fit_power_law
+from scalerl.harness.importers import read_curves
 
 REAL = Path("/work/shared/data/real-rl-curves")
 Curve = tuple[np.ndarray, np.ndarray]
@@ -214,7 +214,7 @@ def main() -> None:
         f"sigmoid {real_sig:.4f}, power law {real_pl:.4f}; median |final error| "
         f"sigmoid {real_sig_final:.4f}, power law {real_pl_final:.4f}"
     )
-    # The forecaster (harness.analysis.forecast_curves: 3 batched sigmoid fits + 3 power laws per
+    # The forecaster (scalerl.harness.analysis.forecast_curves: 3 batched sigmoid fits + 3 power laws per
     # curve) on the same curves, each cut at half its compute.
     halves = [(c[c <= 0.5 * c[-1]], y[c <= 0.5 * c[-1]]) for c, y in everything]
     ahead = [c[c > 0.5 * c[-1]] for c, _ in everything]

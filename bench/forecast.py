@@ -9,8 +9,8 @@ benchmarks = 100 validation curves).
 Backtest: each curve is cut at 25%, 50% and 75% of its last step; a method sees the points at or
 before the cut and forecasts every later point. Methods, side by side:
 
-- ``this project``: :func:`harness.analysis.forecaster.point_forecast_many` (ensemble) with the
-  calibrated interval of :mod:`harness.analysis.forecaster`;
+- ``this project``: :func:`scalerl.harness.analysis.forecaster.point_forecast_many` (ensemble) with the
+  calibrated interval of :mod:`scalerl.harness.analysis.forecaster`;
 - ``fit_sigmoid defaults``: the batched fit at its defaults (R0 = mean of the first 3 points);
   with ``--boot N`` its 90%/80%/50% intervals from ``bootstrap_fits`` + ``forecast_value``;
 - ``paper grid``: the paper's procedure (``paper_grid`` fitter, R0 = first point);
@@ -18,7 +18,7 @@ before the cut and forecasts every later point. Methods, side by side:
   step 0.005) placed per curve at max(0, max(fitted y) - 0.05) .. +0.35, values above 1.0 dropped:
   what a lab would do with the paper's procedure on a curve whose ceiling is not in 0.45-0.80;
 - ``curve_fit loop``: scipy ``curve_fit`` per curve (R0 = first point);
-- ``power law``: :func:`harness.analysis.powerlaw.fit_power_law` at its defaults;
+- ``power law``: :func:`scalerl.harness.analysis.powerlaw.fit_power_law` at its defaults;
 - ``flat-last-3``: the mean of the last 3 fitted points.
 
 A method that returns no forecast for a curve (a fit that is not ``ok``) is counted in ``n`` and
@@ -62,9 +62,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis.fitters import Fitter, PaperGridFitter, fit_sigmoid_many
-from harness.analysis.forecast import forecast_value, score
-from harness.analysis.forecaster import (
+from scalerl.harness.analysis.fitters import Fitter, PaperGridFitter, fit_sigmoid_many
+from scalerl.harness.analysis.forecast import forecast_value, score
+from scalerl.harness.analysis.forecaster import (
     CALIBRATED_LEVELS,
     DEFAULT_CALIBRATION,
     DEFAULT_ENSEMBLE,
@@ -74,9 +74,9 @@ from harness.analysis.forecaster import (
     PointForecast,
     point_forecast_many,
 )
-from harness.analysis.powerlaw import fit_power_law
-from harness.analysis.uncertainty import bootstrap_fits
-from harness.importers import read_curves
+from scalerl.harness.analysis.powerlaw import fit_power_law
+from scalerl.harness.analysis.uncertainty import bootstrap_fits
+from scalerl.harness.importers import read_curves
 
 REAL = Path("/work/shared/data/real-rl-curves")
 SOURCES = ("wandb-export-deep-grpo", "tensorboard-verl-async", "verl-fork-parsed", "speedrl-dapo-json")

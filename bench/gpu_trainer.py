@@ -1,6 +1,6 @@
 """Reference-trainer throughput and memory on a checkpoint of a real model's *shape*.
 
-Builds a random-initialised checkpoint (``harness.rl.toy.build_checkpoint``; no download) shaped
+Builds a random-initialised checkpoint (``scalerl.harness.rl.toy.build_checkpoint``; no download) shaped
 like Qwen2.5-0.5B (24 layers, d 896, 14 heads / 2 KV heads, FFN 4864, 151,936-token embedding,
 tied head) or, for a smoke run on a CPU, a toy shape; writes toy word problems; then times the
 trainer's two halves per step: generation (``next_batch``: rollouts through ``generation.backend``)
@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from harness.recipe.schema import Recipe
-from harness.rl.toy import build_checkpoint, word_problems, write_jsonl
-from harness.rl.trainer import Trainer
+from scalerl.harness.recipe.schema import Recipe
+from scalerl.harness.rl.toy import build_checkpoint, word_problems, write_jsonl
+from scalerl.harness.rl.trainer import Trainer
 
 SHAPES: dict[str, dict[str, Any]] = {
     "0.5b": dict(

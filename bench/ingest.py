@@ -9,7 +9,7 @@ The same synthetic curves (runs x steps x 3 metrics, with compute) are written b
   keeps one intermediate value per step, so it gets one metric per step);
 
 on SQLite and on PostgreSQL (a throwaway server started like the test fixture, or
-``$SCALERL_TEST_PG_URL``). Then a sweep's points are read into a DataFrame by ``db.curves``
+``$SCALERL_TEST_PG_URL``). Then a sweep's points are read into a DataFrame by ``scalerl.db.curves``
 versus MLflow's ``get_metric_history`` (one call per run and metric).
 
 MLflow and Optuna are far slower, so they write ``--baseline-runs`` runs of at most
@@ -58,7 +58,7 @@ def _value(run: int, step: int, m: int) -> float:
 
 
 def bench_ours(url: str, backend: str, runs: int, steps: int, tmp: Path) -> tuple[Result, Result, Result]:
-    import db
+    from scalerl import db
 
     store = db.open_store(url, spool_dir=tmp / "spool")
     store.ensure_sweep("bench", {})

@@ -25,8 +25,8 @@ import numpy as np
 # The Chromium driver lives with the test fixtures; bench scripts run from the repo root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.analysis.curve import sigmoid_curve
-from harness.cli import main as scalerl
+from scalerl.harness.analysis.curve import sigmoid_curve
+from scalerl.harness.cli import main as scalerl
 from tests.fixtures.chromium import PageResult, load_page
 
 SWEEP = "scale"
@@ -34,8 +34,8 @@ METRIC = "val/pass_rate"
 
 
 def build_store(url: str, runs: int, points: int) -> float:
-    import db
-    from db.records import RunRecord
+    from scalerl import db
+    from scalerl.db.records import RunRecord
 
     store = db.open_store(url)
     store.ensure_sweep(SWEEP, {"design": "loo"})

@@ -80,17 +80,17 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forecast import SHORT, SOURCES, RealCurve, load_real
 
-import harness.optuna.pruner as pruner_module
-from harness.analysis.curve import SigmoidFit, sigmoid_curve
-from harness.analysis.fitters import fit_sigmoid_many
-from harness.analysis.forecaster import (
+import scalerl.harness.optuna.pruner as pruner_module
+from scalerl.harness.analysis.curve import SigmoidFit, sigmoid_curve
+from scalerl.harness.analysis.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.forecaster import (
     DEFAULT_CALIBRATION,
     CurveForecast,
     PointForecast,
     point_forecast_many,
     with_interval,
 )
-from harness.optuna import ForecastPruner
+from scalerl.harness.optuna import ForecastPruner
 
 FINAL_POINTS = 3
 BUDGET_SHARES = (0.25, 0.5)

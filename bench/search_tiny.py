@@ -38,13 +38,13 @@ PRUNERS = {
 def run(pruner: str, spec: str, work: Path, trials: int, budget: int) -> dict[str, float]:
     import optuna
 
-    import db
-    from db import queries
+    from scalerl import db
+    from scalerl.db import queries
 
     url = f"sqlite:///{work / f'{pruner}.db'}"
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "harness", "sweep", str(SWEEP), f"optuna.pruner={spec}",
+        [sys.executable, "-m", "scalerl.harness", "sweep", str(SWEEP), f"optuna.pruner={spec}",
          f"optuna.n_trials={trials}", f"budget.value={budget}", "--executor", "debug", "--db", url,
          "--state-dir", str(work / f"state-{pruner}")],
         check=True, cwd=ROOT, stdout=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"},

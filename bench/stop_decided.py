@@ -30,8 +30,8 @@ WORK = ROOT / "bench" / ".work"
 
 
 def _verdicts(url: str) -> dict[str, str]:
-    import db
-    from harness.analysis.sweep import fit_sweep
+    from scalerl import db
+    from scalerl.harness.analysis.sweep import fit_sweep
 
     result = fit_sweep(db.open_store(url), "tiny-loo", write=False)
     assert result.analysis is not None
@@ -44,9 +44,9 @@ def main() -> int:
     ap.add_argument("--stopped", default=str(WORK / "stop-decided" / "S.db"))
     ap.add_argument("--state", default=str(WORK / "stop-decided" / "state"))
     args = ap.parse_args()
-    import db
-    from db import queries
-    from harness.execution.runners.reference import ReferenceRunner
+    from scalerl import db
+    from scalerl.db import queries
+    from scalerl.harness.execution.runners.reference import ReferenceRunner
 
     full_url, stop_url = f"sqlite:///{args.full}", f"sqlite:///{args.stopped}"
     full_store, stop_store = db.open_store(full_url), db.open_store(stop_url)

@@ -27,12 +27,12 @@ from typing import Any
 
 import torch
 
-from harness.recipe.loader import load_recipe
-from harness.rl.model import build_policy
-from harness.rl.sink import ListSink
-from harness.rl.tasks import make_split, make_task
-from harness.rl.tokenizer import CharTokenizer
-from harness.rl.trainer import train
+from scalerl.harness.recipe.loader import load_recipe
+from scalerl.harness.rl.model import build_policy
+from scalerl.harness.rl.sink import ListSink
+from scalerl.harness.rl.tasks import make_split, make_task
+from scalerl.harness.rl.tokenizer import CharTokenizer
+from scalerl.harness.rl.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,7 +137,7 @@ def loo(recipe_path: str, processes: int) -> None:
     """Every LOO variant of the recipe once (seed 0), two at a time: start/end and a sigmoid fit."""
     from multiprocessing import get_context
 
-    from harness.recipe.schema import KNOB_SPECS
+    from scalerl.harness.recipe.schema import KNOB_SPECS
 
     items: list[tuple[str, str, list[str]]] = [("baseline", recipe_path, [])] + [
         (spec.loo_name, recipe_path, [f"knobs.{knob}.choice={spec.loo}"]) for knob, spec in KNOB_SPECS.items()
@@ -166,7 +166,7 @@ def loo(recipe_path: str, processes: int) -> None:
 
 def _fit(flops: list[float], vals: list[float]) -> dict[str, Any] | None:
     try:
-        from harness.analysis import fit_sigmoid
+        from scalerl.harness.analysis import fit_sigmoid
     except ImportError:
         return None
     try:
@@ -179,8 +179,8 @@ def _fit(flops: list[float], vals: list[float]) -> dict[str, Any] | None:
 def mismatch(recipe_path: str, overrides: list[str], batches: int = 4) -> None:
     """Generator-vs-trainer log-prob mismatch on the warm-started policy, same weights (lag 0):
     FP32 head vs bf16 head vs no engine rounding. Prints mean |delta log p| and the k3 KL."""
-    from harness.rl.diagnostics import mismatch_sums
-    from harness.rl.trainer import Trainer
+    from scalerl.harness.rl.diagnostics import mismatch_sums
+    from scalerl.harness.rl.trainer import Trainer
 
     cases: tuple[tuple[str, list[str]], ...] = (
         ("fp32 head (baseline)", []),

@@ -3,7 +3,7 @@
 1,000 completions (~1.2k characters of reasoning, then a boxed answer; half right, half wrong,
 eight answer forms) are scored three ways: math-verify's ``parse`` + ``verify`` in this process
 (its own time limits off, as our worker calls it), our ``MathVerifier.check`` in this process, and
-our :class:`~harness.rl.verifiers.Scorer` (a worker process with a per-check deadline). Each runs
+our :class:`~scalerl.harness.rl.verifiers.Scorer` (a worker process with a per-check deadline). Each runs
 twice (cold caches, then warm); the scores must agree.
 
     .venv/bin/python bench/verifier.py
@@ -16,7 +16,7 @@ import time
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from harness.rl.verifiers import MathVerifier, get_verifier
+from scalerl.harness.rl.verifiers import MathVerifier, get_verifier
 
 FORMS = [
     ("\\frac{1}{2}", "0.5", "0.49"),

@@ -1,4 +1,4 @@
-"""The ADBC helper process behind :mod:`db.fastread` (run as a script; imports nothing from db).
+"""The ADBC helper process behind :mod:`scalerl.db.fastread` (run as a script; imports nothing from db).
 
 Protocol: one JSON request per stdin line ``{"path", "parts": [[[sql, params], ...], ...]}``.
 Each part's queries run on their own read-only connection inside one read transaction (one

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Protocol
 from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
-from db.models import Point
+from scalerl.db.models import Point
 
 if TYPE_CHECKING:
-    from db.store import PointRow
+    from scalerl.db.store import PointRow
 
 # Column order of a point as the writer carries it, then run_id and attempt appended.
 VALUE_COLUMNS = (

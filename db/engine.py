@@ -31,7 +31,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
-from db.errors import StoreError, scrub
+from scalerl.db.errors import StoreError, scrub
 
 DEFAULT_URL = "sqlite:///./scalerl.db"
 ENV_URL = "SCALERL_DB_URL"

@@ -1,7 +1,7 @@
 """Store-specific errors and the one place driver errors are translated.
 
-Every SQLAlchemy / DBAPI error that leaves :mod:`db` has been turned into a
-:class:`harness.errors.StoreError` subclass by :func:`translate`. Messages name the store by its
+Every SQLAlchemy / DBAPI error that leaves :mod:`scalerl.db` has been turned into a
+:class:`scalerl.harness.errors.StoreError` subclass by :func:`translate`. Messages name the store by its
 redacted URL (never the password), what was being done, and what to do about it.
 """
 
@@ -11,7 +11,7 @@ import re
 
 from sqlalchemy import exc as sa_exc
 
-from harness.errors import FencedWriteError, SchemaOutOfDateError, StoreError
+from scalerl.harness.errors import FencedWriteError, SchemaOutOfDateError, StoreError
 
 __all__ = [
     "FencedWriteError",

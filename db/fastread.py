@@ -10,15 +10,18 @@ in its own session and ignores SIGINT (interrupts are the parent's), and is rest
 died between queries.
 
 Optional: needs ``adbc-driver-sqlite`` and ``pyarrow``; without them :func:`available` is False
-and ``db.queries`` uses its Core path.
+and ``scalerl.db.queries`` uses its Core path. So does a pyarrow that is installed but cannot be
+imported (:func:`arrow_usable`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import importlib.util
 import json
+import logging
 import os
 import struct
 import subprocess
@@ -37,8 +40,31 @@ _HEADER = struct.Struct("<q")  # payload length; negative = error message of tha
 _SERVER = Path(__file__).with_name("_fastread_server.py")
 
 
+log = logging.getLogger(__name__)
+
+
 def available() -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in ("adbc_driver_sqlite", "pyarrow"))
+    return importlib.util.find_spec("adbc_driver_sqlite") is not None and arrow_usable()
+
+
+@functools.cache
+def arrow_usable() -> bool:
+    """Whether pyarrow is installed and imports. An installed one can fail to: pyarrow 26 needs
+    numpy >= 2 without declaring it, so pip pairs it with the numpy 1.26 that pandas 2.1 pins. The
+    readers then take their Core path (the same frame, slower) and say why, once."""
+    if importlib.util.find_spec("pyarrow") is None:
+        return False
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as err:
+        log.warning(
+            "pyarrow is installed but cannot be imported (%s): reading points without it, slower "
+            "(fix: install a pyarrow built for this numpy: pip install 'pyarrow<26' with numpy 1.x, "
+            "or 'numpy>=2')",
+            err,
+        )
+        return False
+    return True
 
 
 _shared: FastReader | None = None

@@ -1,6 +1,6 @@
 """The tables, as SQLAlchemy 2.0 typed declarative models.
 
-These classes describe the schema for Alembic and for typed ORM use inside :mod:`db`; they
+These classes describe the schema for Alembic and for typed ORM use inside :mod:`scalerl.db`; they
 never leave the package (callers get frozen dataclasses or DataFrames). The schema itself is
 created only by the migrations in ``db/migrations/versions`` (the first one mirrors these models).
 
@@ -114,7 +114,7 @@ class Point(Base):
     samples: Mapped[float | None] = mapped_column(Float)
     wall_s: Mapped[float | None] = mapped_column(Float)
     # Bernoulli samples behind a pass-rate point (its binomial noise); NULL when unknown (0004).
-    # After the compute columns: the writer's row tuple and db.bulk's column order end with it.
+    # After the compute columns: the writer's row tuple and scalerl.db.bulk's column order end with it.
     n: Mapped[int | None] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer)
 

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sqlalchemy import Connection, Select, String, case, cast, func, or_, select
 
-from db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
+from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from db.store import Store
+    from scalerl.db.store import Store
 
 log = logging.getLogger(__name__)
 # How many parallel parts a SQLite curves read is split into (by run): the helper process steps
@@ -205,7 +205,7 @@ def _run_parts(run_ids: Sequence[str]) -> list[list[str]]:
 
 
 def _read_points_adbc(store: Store, scope: PointScope) -> dict[str, Any] | None:
-    """SQLite file: ADBC in a helper process, Arrow columns back (see db.fastread).
+    """SQLite file: ADBC in a helper process, Arrow columns back (see scalerl.db.fastread).
 
     Two queries per part, in one snapshot, so no string crosses per point: the (run, metric)
     groups in key order with their sizes and their few non-finite flags (``step:flag`` lists),
@@ -292,6 +292,11 @@ def _read_points_copy(store: Store, scope: PointScope) -> dict[str, Any] | None:
     import io
 
     import psycopg
+
+    from scalerl.db import fastread
+
+    if not fastread.arrow_usable():
+        return None  # the Core path answers
     import pyarrow as pa
     from pyarrow import csv
 

@@ -45,7 +45,7 @@ class RunInfo:
 
     ``sweep``, ``variant``, ``knob`` and ``alternative`` are those of the sweep that first
     registered the run (``run.first_sweep``); a run can belong to more sweeps (``sweep_run``,
-    the ``v_runs`` view, ``db.queries.runs``).
+    the ``v_runs`` view, ``scalerl.db.queries.runs``).
     """
 
     run_id: str
@@ -69,7 +69,7 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class ReplayReport:
-    """What ``db.spool.replay`` did: files replayed and removed, points written or fenced."""
+    """What ``scalerl.db.spool.replay`` did: files replayed and removed, points written or fenced."""
 
     files: int = 0
     points: int = 0

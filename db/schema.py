@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, inspect, text
 
-from db.engine import EngineBundle, redact
-from db.errors import SchemaOutOfDateError, StoreError
+from scalerl.db.engine import EngineBundle, redact
+from scalerl.db.errors import SchemaOutOfDateError, StoreError
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -25,11 +25,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from db.errors import StoreError
-from db.records import ReplayReport
+from scalerl.db.errors import StoreError
+from scalerl.db.records import ReplayReport
 
 if TYPE_CHECKING:
-    from db.store import PointRow, Store
+    from scalerl.db.store import PointRow, Store
 
 log = logging.getLogger(__name__)
 ENV_SPOOL = "SCALERL_SPOOL_DIR"

@@ -20,16 +20,23 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from db import fastread, schema
-from db.bulk import UPSERTS
-from db.engine import EngineBundle, is_readonly_url, make_engine, redact, resolve_url, sqlite_file
-from db.errors import StoreError, StoreReadOnlyError, StoreUnavailableError, is_locked, scrub, translate
-from db.fastread import FastReader
-from db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
-from db.records import RUN_STATUSES, RunInfo, RunRecord, WriteOutcome
+from scalerl.db import fastread, schema
+from scalerl.db.bulk import UPSERTS
+from scalerl.db.engine import EngineBundle, is_readonly_url, make_engine, redact, resolve_url, sqlite_file
+from scalerl.db.errors import (
+    StoreError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+    is_locked,
+    scrub,
+    translate,
+)
+from scalerl.db.fastread import FastReader
+from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
+from scalerl.db.records import RUN_STATUSES, RunInfo, RunRecord, WriteOutcome
 
 if TYPE_CHECKING:
-    from db.writer import PointWriter
+    from scalerl.db.writer import PointWriter
 
 T = TypeVar("T")
 LOCK_RETRIES = 8
@@ -180,7 +187,7 @@ class Store:
         if self.readonly:
             raise StoreReadOnlyError(
                 f"store {self.url} is open read-only: {doing} needs write access "
-                "(fix: open it with db.open_store(url) from a process that may write it)"
+                "(fix: open it with scalerl.db.open_store(url) from a process that may write it)"
             )
 
     @contextmanager
@@ -435,8 +442,8 @@ class Store:
 
     # ------------------------------------------------------------------ points
     def writer(self, run_id: str, attempt: int, **options: Any) -> PointWriter:
-        """A background batched :class:`db.writer.PointWriter` for one attempt of one run."""
-        from db.writer import PointWriter
+        """A background batched :class:`scalerl.db.writer.PointWriter` for one attempt of one run."""
+        from scalerl.db.writer import PointWriter
 
         return PointWriter(self, run_id, attempt, **options)
 
@@ -445,7 +452,7 @@ class Store:
 
         The check and the insert are one transaction holding a lock that ``start_attempt``
         needs: ``SELECT ... FOR SHARE`` on the run row (PostgreSQL), the database write lock
-        taken by ``BEGIN IMMEDIATE`` (SQLite). The upsert itself: :mod:`db.bulk`.
+        taken by ``BEGIN IMMEDIATE`` (SQLite). The upsert itself: :mod:`scalerl.db.bulk`.
         """
 
         def tx(conn: Connection) -> WriteOutcome:

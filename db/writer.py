@@ -1,6 +1,6 @@
 """PointWriter: the non-blocking, batched, fenced, spooling writer a training process uses.
 
-Contract (``harness.rl.PointSink``):
+Contract (``scalerl.harness.rl.PointSink``):
 
 - ``add(step, metrics, compute, n=None)`` validates and enqueues; it never waits for the
   database. ``n`` maps a metric to the number of Bernoulli samples behind its value (e.g.
@@ -17,7 +17,7 @@ Contract (``harness.rl.PointSink``):
 - Fenced (a newer attempt started): the rejected batch and everything after it are dropped, one
   ``fenced`` event is logged, ``fenced`` becomes True. Nothing is raised to the caller.
 - Non-finite metric values are stored as NULL with ``nonfinite`` = 'nan' / '+inf' / '-inf'
-  (``db.queries.curves`` gives them back as NaN / ±inf). Compute must be finite: a non-finite
+  (``scalerl.db.queries.curves`` gives them back as NaN / ±inf). Compute must be finite: a non-finite
   or unknown compute unit raises StoreError from ``add`` (that is a bug in the accounting).
 
 Thread safety: ``add``/``flush``/``close`` may be called from any thread.
@@ -35,14 +35,14 @@ from numbers import Integral
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from db.errors import StoreError, scrub
-from db.models import COMPUTE_UNITS
-from db.spool import SpoolFile, spool_dir
+from scalerl.db.errors import StoreError, scrub
+from scalerl.db.models import COMPUTE_UNITS
+from scalerl.db.spool import SpoolFile, spool_dir
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from db.store import PointRow, Store
+    from scalerl.db.store import PointRow, Store
 
 log = logging.getLogger(__name__)
 _NONFINITE = {math.inf: "+inf", -math.inf: "-inf"}

@@ -1,13 +1,13 @@
 """scalerl-harness: ablation sweeps, a results store and sigmoid-fit verdicts for RL post-training.
 
-Importing :mod:`harness` is cheap: heavy dependencies (torch, transformers, plotly, scipy) are
+Importing :mod:`scalerl.harness` is cheap: heavy dependencies (torch, transformers, plotly, scipy) are
 imported by the submodules that need them, when they are first used. The notebook API,
-:class:`harness.Sweep` (:mod:`harness.api`), is imported on first access too.
+:class:`scalerl.harness.Sweep` (:mod:`scalerl.harness.api`), is imported on first access too.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import (
+from scalerl.harness.errors import (
     AnalysisError,
     ConfigError,
     ExecutionError,
@@ -17,7 +17,7 @@ from harness.errors import (
 )
 
 if TYPE_CHECKING:
-    from harness.api import FitResult, LaunchResult, Sweep
+    from scalerl.harness.api import FitResult, LaunchResult, Sweep
 
 __version__ = "0.1.0"
 
@@ -25,12 +25,13 @@ _LAZY = {"FitResult", "LaunchResult", "Sweep"}
 
 
 def __getattr__(name: str) -> Any:
-    """``harness.Sweep`` and its result types, imported from :mod:`harness.api` on first use."""
+    """``scalerl.harness.Sweep`` and its result types, imported from :mod:`scalerl.harness.api` on
+    first use."""
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module("harness.api"), name)
-    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+        return getattr(importlib.import_module("scalerl.harness.api"), name)
+    raise AttributeError(f"module 'scalerl.harness' has no attribute {name!r}")
 
 
 __all__ = [

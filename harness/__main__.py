@@ -1,5 +1,5 @@
 import sys
 
-from harness.cli import main
+from scalerl.harness.cli import main
 
 sys.exit(main())

@@ -2,20 +2,21 @@
 
 ::
 
-    from harness import Sweep
+    from scalerl.harness import Sweep
 
     sweep = Sweep.from_yaml("recipes/tiny-loo.yaml", ["seeds=[0]"], db="sqlite:///demo.db")
     sweep.plan().runs                 # the PlannedRuns `scalerl plan` lists
     sweep.launch(executor="local")    # `scalerl sweep`: submits only what is missing
     sweep.wait(timeout_s=3600)        # `--wait`, quiet unless given a stream
     sweep.status()                    # `scalerl status` as a DataFrame
-    sweep.curves()                    # db.queries.curves of the sweep's fit metric
+    sweep.curves()                    # scalerl.db.queries.curves of the sweep's fit metric
     sweep.fit().verdicts              # `scalerl fit`, as DataFrames, nothing printed
     sweep.report("loo.html")          # `scalerl report`; .figures() gives its Plotly figures
 
-Every method calls the functions the CLI handlers call (``harness.recipe``,
-``harness.execution``, ``harness.search``, ``harness.analysis.sweep``, ``harness.report``), so a
-notebook and the command line plan the same run ids and write the same rows. Nothing here prints.
+Every method calls the functions the CLI handlers call (``scalerl.harness.recipe``,
+``scalerl.harness.execution``, ``scalerl.harness.search``, ``scalerl.harness.analysis.sweep``,
+``scalerl.harness.report``), so a notebook and the command line plan the same run ids and write the
+same rows. Nothing here prints.
 
 The store (``db=URL``; default ``$SCALERL_DB_URL``, else ``sqlite:///./scalerl.db``) is opened on
 first use, in the mode the matching command uses: :meth:`Sweep.launch` may create it, the other
@@ -33,16 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from harness.errors import ConfigError, ExecutionError
+from scalerl.harness.errors import ConfigError, ExecutionError
 
 if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from db import Store
-    from harness.execution.progress import Snapshot
-    from harness.recipe import Plan, SweepSpec
-    from harness.report.document import ReportData
+    from scalerl.db import Store
+    from scalerl.harness.execution.progress import Snapshot
+    from scalerl.harness.recipe import Plan, SweepSpec
+    from scalerl.harness.report.document import ReportData
 
 __all__ = ["FitResult", "LaunchResult", "Sweep"]
 
@@ -70,7 +71,7 @@ class LaunchResult:
 @dataclass(frozen=True)
 class FitResult:
     """:meth:`Sweep.fit`: the rows ``scalerl fit`` stores, as frames with the store's columns
-    (``db.models.FIT_COLUMNS`` / ``VERDICT_COLUMNS``), and whether they were saved."""
+    (``scalerl.db.models.FIT_COLUMNS`` / ``VERDICT_COLUMNS``), and whether they were saved."""
 
     sweep: str
     metric: str
@@ -79,7 +80,7 @@ class FitResult:
     verdicts: pd.DataFrame
     notes: tuple[str, ...] = ()
     saved: bool = False
-    analysis: Any = field(default=None, repr=False)  # harness.analysis.verdicts.SweepAnalysis | None
+    analysis: Any = field(default=None, repr=False)  # scalerl.harness.analysis.verdicts.SweepAnalysis | None
 
 
 class Sweep:
@@ -105,7 +106,7 @@ class Sweep:
         self.db = db
         self._from_dict = from_dict
         self._stores: dict[_Mode, Store] = {}
-        self._launched: Any = None  # harness.search.launch.Launched of this object's search
+        self._launched: Any = None  # scalerl.harness.search.launch.Launched of this object's search
         self._stored_spec: dict[str, Any] | None = None
         self._poll_s: float | None = None  # how often wait() asks the scheduler: set by launch()
 
@@ -115,8 +116,8 @@ class Sweep:
     def from_yaml(cls, path: str | Path, overrides: Sequence[str] = (), *, db: str | None = None) -> Sweep:
         """``scalerl plan PATH key=value ...``'s sweep: read, extend, override and validate it.
 
-        Raises :class:`~harness.errors.ConfigError` naming the file, line, field, value and fix."""
-        from harness.recipe import load_sweep
+        Raises :class:`~scalerl.harness.errors.ConfigError` naming the file, line, field, value and fix."""
+        from scalerl.harness.recipe import load_sweep
 
         spec = load_sweep(path, list(overrides))
         return cls(spec.sweep, spec=spec, path=Path(path), overrides=overrides, db=db)
@@ -166,7 +167,7 @@ class Sweep:
         """The ``db`` store opened as the commands open it: ``create`` (``scalerl sweep``),
         ``existing`` (``status``, ``fit``: never creates one) or ``readonly`` (``report``)."""
         if mode not in self._stores:
-            import db
+            from scalerl import db
 
             opened = db.open_store(self.db, create=mode == "create", readonly=mode == "readonly")
             self._stores[mode] = opened
@@ -190,7 +191,7 @@ class Sweep:
 
     def _spec_in_store(self) -> dict[str, Any]:
         if self._stored_spec is None:
-            from db import queries
+            from scalerl.db import queries
 
             known = queries.sweeps(self.store())
             match = known[known["name"] == self.name]
@@ -227,7 +228,7 @@ class Sweep:
     def plan(self) -> Plan:
         """``scalerl plan``: the runs (``.runs``: variant, seed, run id, resolved recipe, budget)
         and the variants planned once because they resolve to another's config (``.duplicates``)."""
-        from harness.recipe import plan
+        from scalerl.harness.recipe import plan
 
         return plan(self._need_file("plan()"))
 
@@ -254,7 +255,7 @@ class Sweep:
         state = Path(state_dir).resolve() if state_dir is not None else None
         if spec.design == "optuna":
             return self._launch_search(spec, executor, profile, state, workers)
-        from harness.execution.sweep import launch, prepare
+        from scalerl.harness.execution.sweep import launch, prepare
 
         prepared = prepare(
             self.path,
@@ -292,13 +293,18 @@ class Sweep:
         state: Path | None,
         workers: int | None,
     ) -> LaunchResult:
-        """As ``scalerl sweep`` does for ``design: optuna`` (harness.cli.sweep._search)."""
+        """As ``scalerl sweep`` does for ``design: optuna`` (scalerl.harness.cli.sweep._search)."""
         import pandas as pd
 
-        from harness.execution.profile import SlurmProfile
-        from harness.execution.submit import default_state_dir
-        from harness.execution.sweep import check_store_for, job_db_url, resolve_profile, resolve_resources
-        from harness.search import launch_search
+        from scalerl.harness.execution.profile import SlurmProfile
+        from scalerl.harness.execution.submit import default_state_dir
+        from scalerl.harness.execution.sweep import (
+            check_store_for,
+            job_db_url,
+            resolve_profile,
+            resolve_resources,
+        )
+        from scalerl.harness.search import launch_search
 
         assert self.path is not None
         name = executor or spec.executor
@@ -335,9 +341,9 @@ class Sweep:
 
         import pandas as pd
 
-        import db
-        from harness.execution.status import RunView, latest_handles, poll_jobs, views
-        from harness.execution.status import sync as sync_states
+        from scalerl import db
+        from scalerl.harness.execution.status import RunView, latest_handles, poll_jobs, views
+        from scalerl.harness.execution.status import sync as sync_states
 
         store = self.store()
         self._spec_in_store()
@@ -354,7 +360,7 @@ class Sweep:
     def progress(self, metric: str | None = None) -> Snapshot:
         """The counts ``scalerl sweep --wait`` shows (``.done``, ``.completed``, ``.failed``,
         ``.headline()``), read from the store without syncing job states."""
-        from harness.execution.progress import snapshot
+        from scalerl.harness.execution.progress import snapshot
 
         return snapshot(self.store(), self.name, self._metric(metric))
 
@@ -371,14 +377,14 @@ class Sweep:
         Progress lines go to ``out`` (default: nowhere). With ``fit.stop_when: decided``, stops
         decided variants as the CLI does. A search launched by this object is followed until its
         workers exit. Returns the last snapshot (check ``.failed``); raises
-        :class:`~harness.errors.ExecutionError` after ``timeout_s`` with runs still unfinished."""
-        from harness.execution.progress import follow, wait_tick
+        :class:`~scalerl.harness.errors.ExecutionError` after ``timeout_s`` with runs still unfinished."""
+        from scalerl.harness.execution.progress import follow, wait_tick
 
         stream = out if out is not None else io.StringIO()
         start = time.monotonic()
         if self._launched is not None and self.spec is not None:
-            from harness.execution.sweep import job_db_url
-            from harness.search import wait_search
+            from scalerl.harness.execution.sweep import job_db_url
+            from scalerl.harness.search import wait_search
 
             wait_search(
                 self.spec,
@@ -425,7 +431,7 @@ class Sweep:
 
     def _default_poll_s(self) -> float:
         """Not launched by this object: the default profile's poll_s for a Slurm sweep, else 2 s."""
-        from harness.execution.profile import SlurmProfile
+        from scalerl.harness.execution.profile import SlurmProfile
 
         executor = self.spec.executor if self.spec is not None else self._spec_in_store().get("executor")
         return float(SlurmProfile().poll_s) if executor == "slurm" else 2.0
@@ -433,15 +439,15 @@ class Sweep:
     # ------------------------------------------------------------- results
 
     def runs(self) -> pd.DataFrame:
-        """``db.queries.runs``: the sweep's runs with status, attempts and point counts."""
-        from db import queries
+        """``scalerl.db.queries.runs``: the sweep's runs with status, attempts and point counts."""
+        from scalerl.db import queries
 
         return queries.runs(self.store(), self.name)
 
     def curves(self, metric: str | None = None, *, all_metrics: bool = False) -> pd.DataFrame:
-        """``db.queries.curves`` of the sweep: every point of ``metric`` (default: the sweep's
+        """``scalerl.db.queries.curves`` of the sweep: every point of ``metric`` (default: the sweep's
         ``fit.metric``), or of every metric with ``all_metrics``; columns ``CURVE_COLUMNS``."""
-        from db import queries
+        from scalerl.db import queries
 
         return queries.curves(self.store(), self.name, None if all_metrics else self._metric(metric))
 
@@ -462,10 +468,10 @@ class Sweep:
         come from the sweep's ``fit`` section. Raises AnalysisError when nothing can be fitted."""
         import pandas as pd
 
-        import db
-        from db.models import FIT_COLUMNS, VERDICT_COLUMNS
-        from harness.analysis.fitters import get_fitter
-        from harness.analysis.sweep import FitRequest, fit_sweep, save_fits
+        from scalerl import db
+        from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS
+        from scalerl.harness.analysis.fitters import get_fitter
+        from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
 
         get_fitter(method)  # an unknown name fails before the store is read
         req = FitRequest(
@@ -502,8 +508,8 @@ class Sweep:
     ) -> ReportData:
         """What the HTML report shows (runs, curves, fits, verdicts, diagnostics), read-only: the
         stored fits, else fits computed for the page (``.fits_source`` says which)."""
-        from db.engine import resolve_url
-        from harness.report.build import load_report_data
+        from scalerl.db.engine import resolve_url
+        from scalerl.harness.report.build import load_report_data
 
         return load_report_data(
             self.store("readonly"),
@@ -524,7 +530,7 @@ class Sweep:
     ) -> Path:
         """``scalerl report``: write the sweep's self-contained, offline HTML report to ``path``
         (written beside it, then renamed) and return its resolved path."""
-        from harness.report.document import render_html
+        from scalerl.harness.report.document import render_html
 
         out = Path(path)
         if not out.parent.is_dir():
@@ -544,9 +550,9 @@ class Sweep:
         return out.resolve()
 
     def figures(self, *, metric: str | None = None, axis: str | None = None) -> dict[str, go.Figure]:
-        """The report's Plotly figures (``harness.report.figures``), by name: ``overview``,
+        """The report's Plotly figures (``scalerl.harness.report.figures``), by name: ``overview``,
         ``curves``, ``knob_map``, ``panels`` (a row per knob) and ``verdicts``."""
-        from harness.report import figures as f
+        from scalerl.harness.report import figures as f
 
         data = self.report_data(metric=metric, axis=axis)
         m, x = data.metric, data.axis

@@ -2,7 +2,7 @@
 
 ::
 
-    from harness import client
+    from scalerl.harness import client
     client.log(step, {"val/pass_rate": 0.41}, compute={"gpu_hours": 1.5, "samples": 4096},
                n={"val/pass_rate": 512})
 
@@ -20,7 +20,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 _writer: Any = None
 
@@ -32,12 +32,12 @@ def _open() -> Any:
         attempt = os.environ.get("SCALERL_ATTEMPT")
         if not run_id or not attempt or not attempt.isdigit():
             raise ConfigError(
-                "harness.client needs SCALERL_RUN_ID and SCALERL_ATTEMPT in the environment",
+                "scalerl.harness.client needs SCALERL_RUN_ID and SCALERL_ATTEMPT in the environment",
                 field="SCALERL_ATTEMPT" if run_id else "SCALERL_RUN_ID",
                 value=attempt if run_id else run_id,
                 fix="launch the script through a sweep with runner: {type: command, ...}",
             )
-        import db
+        from scalerl import db
 
         store = db.open_store(os.environ.get("SCALERL_DB_URL"))
         _writer = store.writer(run_id, int(attempt))
@@ -58,7 +58,7 @@ def log(
 
     In a multi-process job only rank 0 (``RANK`` / ``SLURM_PROCID``) records; on the other
     ranks this is a no-op, so every rank may call it."""
-    from harness.execution.rank import process_rank
+    from scalerl.harness.execution.rank import process_rank
 
     if process_rank() != 0:
         return

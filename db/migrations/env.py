@@ -1,6 +1,6 @@
 """Alembic environment for the results store.
 
-Run programmatically by :mod:`db.schema` (never through an ``alembic.ini``): the caller passes an
+Run programmatically by :mod:`scalerl.db.schema` (never through an ``alembic.ini``): the caller passes an
 open connection in ``config.attributes["connection"]``, so the URL (and its password) never goes
 through Alembic's config parser or its logging.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from alembic import context
 
-from db.models import Base
-from db.schema import VERSION_TABLE
+from scalerl.db.models import Base
+from scalerl.db.schema import VERSION_TABLE
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only reachable through a hand-written alembic.ini
-    raise RuntimeError("db/migrations is run through db.schema.upgrade(), which passes a connection")
+    raise RuntimeError("db/migrations is run through scalerl.db.schema.upgrade(), which passes a connection")
 
 context.configure(
     connection=connection,

@@ -1,14 +1,15 @@
 """Sigmoid fits (single and batched), bootstrap CIs, seed noise, forecasts and backtests, the power
-law, and knob verdicts. :func:`forecast_curve` is the one call for a forecast of a curve's future
-observations with calibrated intervals. See DESIGN.md §4-§5; the store-facing entry point is
-:func:`harness.analysis.sweep.fit_sweep`.
+law, knob verdicts, and simulated sweeps whose truth is known (:func:`simulate_sweep`, with a
+noise model fitted to real curves by :func:`estimate_noise`). :func:`forecast_curve` is the one
+call for a forecast of a curve's future observations with calibrated intervals. See DESIGN.md
+§4-§5; the store-facing entry point is :func:`scalerl.harness.analysis.sweep.fit_sweep`.
 
 Importing this package loads numpy only; scipy is imported by the fitters that use it.
 """
 
-from harness.analysis.curve import FitOptions, SigmoidFit, sigmoid_curve
-from harness.analysis.fitters import FITTERS, Fitter, fit_sigmoid, fit_sigmoid_many, get_fitter
-from harness.analysis.forecast import (
+from scalerl.harness.analysis.curve import FitOptions, SigmoidFit, sigmoid_curve
+from scalerl.harness.analysis.fitters import FITTERS, Fitter, fit_sigmoid, fit_sigmoid_many, get_fitter
+from scalerl.harness.analysis.forecast import (
     Backtest,
     Forecast,
     backtest_many,
@@ -16,25 +17,47 @@ from harness.analysis.forecast import (
     forecast_compute_to_reach,
     forecast_value,
 )
-from harness.analysis.forecaster import CurveForecast, Reach, forecast_curve, forecast_curves, forecast_reach
-from harness.analysis.noise import binomial_se, point_se, residual_se
-from harness.analysis.power import mde, seeds_for
-from harness.analysis.powerlaw import PowerLawFit, fit_power_law
-from harness.analysis.uncertainty import BootstrapResult, bootstrap_fits, pool, seed_noise
-from harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
+from scalerl.harness.analysis.forecaster import (
+    CurveForecast,
+    Reach,
+    forecast_curve,
+    forecast_curves,
+    forecast_reach,
+)
+from scalerl.harness.analysis.noise import binomial_se, point_se, residual_se
+from scalerl.harness.analysis.noise_fit import NoiseEstimate, estimate_noise
+from scalerl.harness.analysis.power import mde, seeds_for
+from scalerl.harness.analysis.powerlaw import PowerLawFit, fit_power_law
+from scalerl.harness.analysis.simulate import (
+    CurveTruth,
+    NoiseModel,
+    SimulatedSweep,
+    SweepDesign,
+    VariantTruth,
+    simulate_sweep,
+    write_sweep,
+)
+from scalerl.harness.analysis.uncertainty import BootstrapResult, bootstrap_fits, pool, seed_noise
+from scalerl.harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
 
 __all__ = [
     "FITTERS",
     "Backtest",
     "BootstrapResult",
     "CurveForecast",
+    "CurveTruth",
     "FitOptions",
     "Fitter",
     "Forecast",
+    "NoiseEstimate",
+    "NoiseModel",
     "PowerLawFit",
     "Reach",
     "SigmoidFit",
+    "SimulatedSweep",
+    "SweepDesign",
     "VariantCurves",
+    "VariantTruth",
     "Verdict",
     "VerdictOptions",
     "backtest_many",
@@ -42,6 +65,7 @@ __all__ = [
     "binomial_se",
     "bootstrap_fits",
     "classify",
+    "estimate_noise",
     "fit_power_law",
     "fit_sigmoid",
     "fit_sigmoid_many",
@@ -58,4 +82,6 @@ __all__ = [
     "seed_noise",
     "seeds_for",
     "sigmoid_curve",
+    "simulate_sweep",
+    "write_sweep",
 ]

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 FitStatus = Literal["ok", "pre-inflection", "too-few-points", "flat", "decreasing", "failed"]
 FloatArray = NDArray[np.float64]
@@ -101,7 +101,7 @@ class SigmoidFit:
     """One fitted curve. Parameters are NaN when the status says they cannot be trusted:
     ``pre-inflection`` keeps B and C_mid (they say where the curve is heading) but reports A (and
     its CI) as NaN, since a curve that never turned cannot pin its ceiling. CIs are NaN until
-    :func:`harness.analysis.uncertainty.bootstrap_fits` fills them (95% percentile intervals)."""
+    :func:`scalerl.harness.analysis.uncertainty.bootstrap_fits` fills them (95% percentile intervals)."""
 
     r0: float
     a: float

@@ -1,6 +1,6 @@
 """When is a knob decided, and what would decide the ones that are not?
 
-:func:`decided` is the rule stop-when-decided uses (:mod:`harness.execution.decide`). A verdict
+:func:`decided` is the rule stop-when-decided uses (:mod:`scalerl.harness.execution.decide`). A verdict
 rests on intervals at the sweep's confidence (dA from the free fits; dB and dlogC_mid from the
 fixed-A refits, Bonferroni over the two) and on thresholds: the A margin ``m`` (the verdict's
 ``margin``), the efficiency floor ``f_B = min_rel_effect x B_base`` and
@@ -18,11 +18,11 @@ interval the verdict depends on straddles its threshold:
 :func:`what_decides` answers "where should the next GPU-hours go" for every knob that is not
 decided, at the current noise. Seeds: for each straddled interval, the seeds per variant at
 which an interval of the same centre would clear its threshold with 80% power
-(:func:`harness.analysis.power.seeds_for` with target ``||d| - t|``, the interval's SE scaling as
+(:func:`scalerl.harness.analysis.power.seeds_for` with target ``||d| - t|``, the interval's SE scaling as
 ``1/sqrt(seeds)``); the answer is the largest over the intervals that must move (for a shaper, the
 easier of dB and dlogC_mid). Compute: for an ``undecided`` knob (a ceiling not measured), the
 compute at which each unpinned pooled fit (baseline or variant) passes its inflection and comes
-within ``max(0.05, 2m)`` of its A, the extrapolation rule of :mod:`harness.analysis.verdicts`:
+within ``max(0.05, 2m)`` of its A, the extrapolation rule of :mod:`scalerl.harness.analysis.verdicts`:
 read off the fitted curve, so it is a forecast at the current slope.
 """
 
@@ -32,9 +32,9 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from harness.analysis.curve import compute_to_reach
-from harness.analysis.power import DEFAULT_POWER, seeds_for
-from harness.analysis.verdicts import SweepAnalysis, Verdict, VerdictOptions
+from scalerl.harness.analysis.curve import compute_to_reach
+from scalerl.harness.analysis.power import DEFAULT_POWER, seeds_for
+from scalerl.harness.analysis.verdicts import SweepAnalysis, Verdict, VerdictOptions
 
 MIN_REL_EFFECT = VerdictOptions.min_rel_effect
 

@@ -1,6 +1,6 @@
 """Fitters registry and the public fit functions.
 
-A fitter turns prepared curves (see :func:`harness.analysis.curve.prepare`) into raw parameters;
+A fitter turns prepared curves (see :func:`scalerl.harness.analysis.curve.prepare`) into raw parameters;
 cleaning, windowing and status are shared, so fitters differ only in how they search:
 
 - ``fast``: the batched closed-form search + Levenberg-Marquardt of :mod:`.batched` (default).
@@ -21,8 +21,8 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from harness.analysis.batched import fit_batch
-from harness.analysis.curve import (
+from scalerl.harness.analysis.batched import fit_batch
+from scalerl.harness.analysis.curve import (
     FitOptions,
     FloatArray,
     PreparedCurve,
@@ -31,7 +31,7 @@ from harness.analysis.curve import (
     prepare,
     sigmoid_curve,
 )
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 Params = tuple[float, float, float, float]
 RawResult = tuple[Params | None, str]  # parameters or None, and why it failed

@@ -44,10 +44,10 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from harness.analysis.curve import FitOptions, FloatArray, clean_sigma, prepare, sigmoid_curve
-from harness.analysis.fitters import fit_sigmoid_many
-from harness.analysis.powerlaw import _B_GRID, _solve
-from harness.errors import ConfigError
+from scalerl.harness.analysis.curve import FitOptions, FloatArray, clean_sigma, prepare, sigmoid_curve
+from scalerl.harness.analysis.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.powerlaw import _B_GRID, _solve
+from scalerl.harness.errors import ConfigError
 
 MEMBERS = ("sigmoid", "flat", "power")
 ForecastStatus = Literal["ok", "too-few-points", "flat"]
@@ -247,7 +247,7 @@ def point_forecast_many(
 
     ``r0`` (one per curve, None = the lowest-compute finite value) is R0 for the sigmoid;
     ``sigma`` (one array of per-point standard errors per curve, or None) weights the sigmoid
-    fit (see :func:`harness.analysis.fitters.fit_sigmoid_many`). ``options`` only supplies the
+    fit (see :func:`scalerl.harness.analysis.fitters.fit_sigmoid_many`). ``options`` only supplies the
     degenerate-curve checks (``min_points``, ``flat_tol``; defaults of :class:`FitOptions`).
     """
     opts = options or FitOptions()

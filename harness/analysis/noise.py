@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from harness.analysis.curve import FloatArray
+from scalerl.harness.analysis.curve import FloatArray
 
 NoiseSource = Literal["binomial", "residual", "mixed", "unknown"]
 TRIM = 0.9  # share of the standardised pseudo-residuals kept (the smallest in magnitude)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from harness.analysis.curve import FitOptions, FitStatus, FloatArray, prepare
+from scalerl.harness.analysis.curve import FitOptions, FitStatus, FloatArray, prepare
 
 _B_GRID = np.geomspace(1e-3, 5.0, 240)
 

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.analysis.curve import FitOptions, SigmoidFit
-from harness.analysis.fitters import Curve
-from harness.analysis.verdicts import SweepAnalysis, VariantCurves, VerdictOptions, classify
-from harness.errors import AnalysisError
+from scalerl.harness.analysis.curve import FitOptions, SigmoidFit
+from scalerl.harness.analysis.fitters import Curve
+from scalerl.harness.analysis.verdicts import SweepAnalysis, VariantCurves, VerdictOptions, classify
+from scalerl.harness.errors import AnalysisError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -86,11 +86,11 @@ def _baseline_name(frame: pd.DataFrame, spec: Mapping[str, Any] | None) -> str |
 def group_curves(frame: pd.DataFrame, axis: str) -> dict[str, VariantCurves]:
     """Variant name -> its seed curves on ``axis`` (compute, value), runs ordered by seed."""
     out: dict[str, VariantCurves] = {}
-    for variant, vdf in frame.groupby("variant", sort=True):
+    for variant, vdf in frame.groupby("variant", sort=True, observed=True):
         curves: list[Curve] = []
         ids: list[str] = []
         counts: list[np.ndarray | None] = []
-        for run_id, rdf in vdf.sort_values(["seed", "run_id"]).groupby("run_id", sort=False):
+        for run_id, rdf in vdf.sort_values(["seed", "run_id"]).groupby("run_id", sort=False, observed=True):
             x = rdf[axis].to_numpy(dtype=np.float64)
             curves.append((x, rdf["value"].to_numpy(dtype=np.float64)))
             ids.append(str(run_id))
@@ -228,7 +228,7 @@ def fit_sweep(
     store: Any, sweep: str, request: FitRequest | None = None, *, write: bool = True
 ) -> SweepFitResult:
     """Read a sweep from the store, fit it, and (``write``) replace its fits and verdicts."""
-    import db
+    from scalerl import db
 
     req = request or FitRequest()
     sweeps = db.queries.sweeps(store)

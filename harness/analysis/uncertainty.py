@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
-from harness.analysis.curve import FitOptions, FloatArray, SigmoidFit
-from harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
-from harness.errors import ConfigError
+from scalerl.harness.analysis.curve import FitOptions, FloatArray, SigmoidFit
+from scalerl.harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
+from scalerl.harness.errors import ConfigError
 
 DEFAULT_BOOT = 200
 
@@ -103,7 +103,7 @@ def bootstrap_fits(
     ``sigma`` (one entry per group holding one array or None per curve of that group: the
     standard error of each point, aligned with that curve's values) makes the point fit and
     every replicate weighted least squares with weights 1/sigma^2, sigma floored at 1e-3 (see
-    :func:`harness.analysis.fitters.fit_sigmoid_many`); points keep their sigma when resampled.
+    :func:`scalerl.harness.analysis.fitters.fit_sigmoid_many`); points keep their sigma when resampled.
     None (the default) fits unweighted. A fit that is not ``ok`` keeps NaN CIs for what it
     cannot pin.
     """

@@ -4,7 +4,7 @@ For each variant against the baseline (same metric, same compute axis), DESIGN.m
 
 - ``unstable``: a seed diverged (non-finite values) or collapsed, or the pooled curve decreases.
   A collapse is a sustained drop that is significant against the points' measurement noise
-  (:mod:`harness.analysis.noise`), never a fixed threshold: the mean of the last window (the last
+  (:mod:`scalerl.harness.analysis.noise`), never a fixed threshold: the mean of the last window (the last
   ``tail_fraction`` = 20% of the points, at least ``smooth`` = 5) lies below the highest earlier
   window mean by more than ``z_K`` combined standard errors, where ``z_K`` is the one-sided normal
   quantile at ``collapse_alpha / K`` (0.001, Bonferroni over the K candidate peak windows, since
@@ -46,7 +46,7 @@ far above the highest value its curves reached: the verdict stands, but that A i
 
 Fits are weighted by the points' standard errors (1/SE^2). Every verdict that compared two fits
 states its power: ``mde_a`` / ``mde_b``, the smallest |dA| / |dB| this sweep would detect with 80%
-probability at its seeds and noise (:mod:`harness.analysis.power`); a ``no-effect`` reason reads
+probability at its seeds and noise (:mod:`scalerl.harness.analysis.power`); a ``no-effect`` reason reads
 "no effect larger than |dA| X, |dB| Y".
 
 Every verdict carries dA with its 95% CI (from the free fits), dB with its CI (for non-movers
@@ -70,11 +70,17 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from harness.analysis.curve import FitOptions, FloatArray, SigmoidFit, prepare
-from harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
-from harness.analysis.noise import NoiseSource, point_se, residual_se, window_se
-from harness.analysis.power import DEFAULT_POWER, mde, seeds_for
-from harness.analysis.uncertainty import DEFAULT_BOOT, BootstrapResult, bootstrap_fits, diff_ci, seed_noise
+from scalerl.harness.analysis.curve import FitOptions, FloatArray, SigmoidFit, prepare
+from scalerl.harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
+from scalerl.harness.analysis.noise import NoiseSource, point_se, residual_se, window_se
+from scalerl.harness.analysis.power import DEFAULT_POWER, mde, seeds_for
+from scalerl.harness.analysis.uncertainty import (
+    DEFAULT_BOOT,
+    BootstrapResult,
+    bootstrap_fits,
+    diff_ci,
+    seed_noise,
+)
 
 VerdictKind = Literal["asymptote-mover", "efficiency-shaper", "no-effect", "undecided", "unstable", "unfit"]
 _NAN = math.nan

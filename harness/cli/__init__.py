@@ -1,6 +1,6 @@
 """The ``scalerl`` command line.
 
-Each command group lives in its own module under :mod:`harness.cli` and exposes
+Each command group lives in its own module under :mod:`scalerl.harness.cli` and exposes
 ``register(subparsers) -> None``, which adds its sub-parsers with ``set_defaults(func=handler)``.
 A handler takes the parsed ``argparse.Namespace`` and returns an exit code. Handlers import heavy
 dependencies inside the function so ``scalerl --help`` stays fast.
@@ -15,18 +15,19 @@ import os
 import sys
 from collections.abc import Sequence
 
-from harness.errors import HarnessError
+from scalerl.harness.errors import ExecutionError, HarnessError
+from scalerl.harness.extras import missing_analysis_package, needs_analysis
 
 # One entry per command module; the order is the order in ``scalerl --help``.
 COMMAND_MODULES: tuple[str, ...] = (
-    "harness.cli.recipes",  # plan, config
-    "harness.cli.train",  # train
-    "harness.cli.sweep",  # sweep, status, cancel
-    "harness.cli.fit",  # fit
-    "harness.cli.forecast",  # forecast
-    "harness.cli.report",  # report
-    "harness.cli.store",  # db upgrade / replay / current
-    "harness.cli.ingest",  # import (W&B CSV, TensorBoard, parsed CSV)
+    "scalerl.harness.cli.recipes",  # plan, config
+    "scalerl.harness.cli.train",  # train
+    "scalerl.harness.cli.sweep",  # sweep, status, cancel
+    "scalerl.harness.cli.fit",  # fit
+    "scalerl.harness.cli.forecast",  # forecast
+    "scalerl.harness.cli.report",  # report
+    "scalerl.harness.cli.store",  # db upgrade / replay / current
+    "scalerl.harness.cli.ingest",  # import (W&B CSV, TensorBoard, parsed CSV)
 )
 
 
@@ -80,6 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as err:
         print(f"scalerl: error: {err}", file=sys.stderr)
         return err.exit_code
+    except ModuleNotFoundError as err:
+        # A light install (no `analysis` extra) running a command that reads, fits or sweeps.
+        package = missing_analysis_package(err)
+        if package is None:
+            raise
+        print(f"scalerl: error: {needs_analysis(f'scalerl {args.command}', package)}", file=sys.stderr)
+        return ExecutionError.exit_code
     except KeyboardInterrupt:
         print("scalerl: interrupted", file=sys.stderr)
         return 130

@@ -57,11 +57,11 @@ def _clean(v: Any) -> Any:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    import db
-    from harness.analysis.fitters import get_fitter
-    from harness.analysis.sweep import FitRequest, fit_sweep, save_fits
-    from harness.cli.forecast import forecast_rows, load_groups, print_rows
-    from harness.errors import ConfigError
+    from scalerl import db
+    from scalerl.harness.analysis.fitters import get_fitter
+    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
+    from scalerl.harness.cli.forecast import forecast_rows, load_groups, print_rows
+    from scalerl.harness.errors import ConfigError
 
     get_fitter(args.method)  # unknown names fail before touching the store
     if args.boot < 10:
@@ -157,17 +157,17 @@ def _fit(args: argparse.Namespace) -> int:
     if groups:
         print(
             f"forecasts at 2x each variant's largest {result.axis} (90% prediction intervals; "
-            "harness.analysis.forecast_curve, as `scalerl forecast`):"
+            "scalerl.harness.analysis.forecast_curve, as `scalerl forecast`):"
         )
         print_rows(forecast_rows(groups, level=0.9), result.axis)
     return 0
 
 
 def _print_next(analysis: Any, groups: Any, spec: dict[str, Any]) -> None:
-    """The knobs that are not decided (harness.analysis.decision), and what would decide each."""
+    """The knobs that are not decided (scalerl.harness.analysis.decision), and what would decide each."""
     import numpy as np
 
-    from harness.analysis.decision import what_decides
+    from scalerl.harness.analysis.decision import what_decides
 
     base = [name for name, g in groups.items() if g.knob is None]
     reached = {name: float(max(np.nanmax(c) for c, _ in g.curves)) for name, g in groups.items()}

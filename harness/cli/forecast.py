@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness.analysis.verdicts import VariantCurves
+    from scalerl.harness.analysis.verdicts import VariantCurves
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "forecast",
         help="forecast each variant's metric at a larger compute (calibrated prediction intervals)",
         description="Forecast every variant of a sweep (its seeds pooled) with "
-        "harness.analysis.forecast_curve: an ensemble of the sigmoid, a flat line and a power law "
+        "scalerl.harness.analysis.forecast_curve: an ensemble of the sigmoid, a flat line and a power law "
         "weighted by rolling-origin validation, with prediction intervals calibrated on real RL "
         "curves (bench/forecast.py; see bench/README.md, 'Forecasts'). Metric and axis default to "
         "the sweep's fit section, like `scalerl fit`.",
@@ -61,9 +61,9 @@ def _num(v: float, fmt: str = ".4f") -> str:
 def load_groups(store: Any, sweep: str, metric: str, axis: str) -> dict[str, VariantCurves]:
     """Variant -> its seed curves of ``metric`` on ``axis`` from an open store (points without an
     ``axis`` value dropped); an empty sweep or an unfilled axis raises AnalysisError with a fix."""
-    import db
-    from harness.analysis.sweep import group_curves
-    from harness.errors import AnalysisError
+    from scalerl import db
+    from scalerl.harness.analysis.sweep import group_curves
+    from scalerl.harness.errors import AnalysisError
 
     frame = db.queries.curves(store, sweep, metric)
     if frame.empty:
@@ -87,14 +87,14 @@ def forecast_rows(
     level: float = 0.9,
     reach: float | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per variant: :func:`harness.analysis.forecast_curve` on its seeds pooled, at ``at``
+    """One row per variant: :func:`scalerl.harness.analysis.forecast_curve` on its seeds pooled, at ``at``
     (default: 2x the variant's largest compute), with ``level`` intervals; ``reach`` adds
-    :func:`harness.analysis.forecaster.forecast_reach`. Shared by ``scalerl forecast`` and
+    :func:`scalerl.harness.analysis.forecaster.forecast_reach`. Shared by ``scalerl forecast`` and
     ``scalerl fit`` so that both print the same numbers."""
     import numpy as np
 
-    from harness.analysis.forecaster import forecast_curve, forecast_reach
-    from harness.analysis.uncertainty import pool
+    from scalerl.harness.analysis.forecaster import forecast_curve, forecast_reach
+    from scalerl.harness.analysis.uncertainty import pool
 
     out: list[dict[str, Any]] = []
     for variant, vc in groups.items():
@@ -163,10 +163,10 @@ def print_rows(rows: Sequence[Mapping[str, Any]], axis: str, indent: str = "  ")
 
 
 def _forecast(args: argparse.Namespace) -> int:
-    import db
-    from harness.analysis.forecaster import DEFAULT_CALIBRATION
-    from harness.analysis.sweep import FitRequest, resolve_request
-    from harness.errors import AnalysisError, ConfigError
+    from scalerl import db
+    from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
+    from scalerl.harness.analysis.sweep import FitRequest, resolve_request
+    from scalerl.harness.errors import AnalysisError, ConfigError
 
     DEFAULT_CALIBRATION.quantile(args.level)  # a bad level fails before touching the store
     if args.reach is not None and not 0.0 < args.reach < 1.0:

@@ -8,8 +8,8 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.importers.base import ImportResult
-    from harness.importers.mapping import RunMapping
+    from scalerl.harness.importers.base import ImportResult
+    from scalerl.harness.importers.mapping import RunMapping
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,8 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _mapping(args: argparse.Namespace) -> RunMapping | None:
-    from harness.errors import ConfigError
-    from harness.importers.mapping import from_flags, load_mapping
+    from scalerl.harness.errors import ConfigError
+    from scalerl.harness.importers.mapping import from_flags, load_mapping
 
     flags = (args.variant_from, args.seed_from, args.baseline, args.baseline_run, args.run_regex)
     if args.map is not None:
@@ -97,11 +97,11 @@ def _mapping(args: argparse.Namespace) -> RunMapping | None:
 def _read(args: argparse.Namespace) -> list[ImportResult]:
     from pathlib import Path
 
-    from harness.errors import ImportFormatError
-    from harness.importers.base import read_file
-    from harness.importers.mlflow_runs import PREFIX, read_mlflow
-    from harness.importers.tensorboard import read_logdir
-    from harness.importers.wandb_runs import (
+    from scalerl.harness.errors import ImportFormatError
+    from scalerl.harness.importers.base import read_file
+    from scalerl.harness.importers.mlflow_runs import PREFIX, read_mlflow
+    from scalerl.harness.importers.tensorboard import read_logdir
+    from scalerl.harness.importers.wandb_runs import (
         API_PREFIX,
         OFFLINE_PREFIX,
         offline_run_dirs,
@@ -148,10 +148,10 @@ def _read(args: argparse.Namespace) -> list[ImportResult]:
 
 
 def _import(args: argparse.Namespace) -> int:
-    import db
-    from harness.errors import ImportFormatError
-    from harness.importers.base import partial_message
-    from harness.importers.ingest import import_curves, run_params
+    from scalerl import db
+    from scalerl.harness.errors import ImportFormatError
+    from scalerl.harness.importers.base import partial_message
+    from scalerl.harness.importers.ingest import import_curves, run_params
 
     mapping = _mapping(args)  # a bad mapping file fails before any source is read
     # Read (and validate) every source before writing anything: a bad one leaves the store untouched.

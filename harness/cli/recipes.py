@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harness.recipe.schema import Recipe
+    from scalerl.harness.recipe.schema import Recipe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,7 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.recipe import load_sweep, plan
+    from scalerl.harness.recipe import load_sweep, plan
 
     sweep = load_sweep(args.sweep, args.overrides)
     result = plan(sweep)
@@ -71,7 +71,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _is_sweep(path: Path) -> bool:
-    from harness.recipe.loader import read_with_extends
+    from scalerl.harness.recipe.loader import read_with_extends
 
     data, _ = read_with_extends(path)
     return "sweep" in data
@@ -80,8 +80,8 @@ def _is_sweep(path: Path) -> bool:
 def cmd_config(args: argparse.Namespace) -> int:
     import yaml
 
-    from harness.recipe import load_recipe, load_sweep, plan
-    from harness.recipe.hashing import config_hash, run_id
+    from scalerl.harness.recipe import load_recipe, load_sweep, plan
+    from scalerl.harness.recipe.hashing import config_hash, run_id
 
     path = Path(args.file)
     names = [a for a in args.rest if "=" not in a]
@@ -129,7 +129,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def _print_paths(recipe: Recipe) -> None:
     """The recipe's local inputs, after the config (as YAML comments, so the output stays YAML)."""
-    from harness.rl.inputs import local_paths
+    from scalerl.harness.rl.inputs import local_paths
 
     paths = local_paths(recipe)
     if not paths:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,10 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    import db
-    from db.engine import resolve_url
-    from harness.report.build import load_report_data
-    from harness.report.document import render_html
+    from scalerl import db
+    from scalerl.db.engine import resolve_url
+    from scalerl.harness.report.build import load_report_data
+    from scalerl.harness.report.document import render_html
 
     if args.max_points < 10:
         raise ConfigError("must be >= 10", field="--max-points", value=args.max_points, fix="use e.g. 400")

@@ -36,9 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _upgrade(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from db import schema
-    from db.engine import make_engine, redact, resolve_url
-    from db.errors import translate
+    from scalerl.db import schema
+    from scalerl.db.engine import make_engine, redact, resolve_url
+    from scalerl.db.errors import translate
 
     bundle = make_engine(resolve_url(args.url))
     where = redact(bundle.url)
@@ -58,9 +58,9 @@ def _upgrade(args: argparse.Namespace) -> int:
 def _current(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from db import schema
-    from db.engine import make_engine, redact, resolve_url
-    from db.errors import translate
+    from scalerl.db import schema
+    from scalerl.db.engine import make_engine, redact, resolve_url
+    from scalerl.db.errors import translate
 
     bundle = make_engine(resolve_url(args.url), create=False)  # a question must not create a store
     where = redact(bundle.url)
@@ -78,8 +78,8 @@ def _current(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from db import open_store, replay
-    from db.spool import spool_dir
+    from scalerl.db import open_store, replay
+    from scalerl.db.spool import spool_dir
 
     store = open_store(args.url)
     try:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.cli.args import positive_int
+from scalerl.harness.cli.args import positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,10 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Plan SWEEP.yaml, record it in the store and submit only what is missing: completed "
         "runs are skipped, failed ones retried up to max_retries, running ones left alone. With "
         "fit.stop_when=decided, --wait stops a variant's runs (checkpointed, status stopped-decided) "
-        "once its verdict is decided (harness.execution.decide). --extend BUDGET resumes the "
+        "once its verdict is decided (scalerl.harness.execution.decide). --extend BUDGET resumes the "
         "sweep's completed, stopped-decided and pruned runs from their checkpoints to BUDGET: each "
         "keeps its run id, the store logs an `extended` event {from, to}, and the curve continues "
-        "without gaps or duplicate points (harness.execution.extend).",
+        "without gaps or duplicate points (scalerl.harness.execution.extend).",
     )
     p.add_argument("sweep_file", metavar="SWEEP.yaml")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the sweep / recipe")
@@ -63,21 +63,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _sweep_name(arg: str) -> str:
     if arg.endswith((".yaml", ".yml")) and Path(arg).is_file():
-        from harness.recipe import load_sweep
+        from scalerl.harness.recipe import load_sweep
 
         return str(load_sweep(arg).sweep)
     return arg
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from harness.recipe import load_sweep
+    from scalerl.harness.recipe import load_sweep
 
     sweep = load_sweep(args.sweep_file, list(args.overrides))
     if sweep.design == "optuna":
         return _search(args, sweep)
-    import db
-    from harness.execution.progress import follow, wait_tick
-    from harness.execution.sweep import extend, launch, prepare
+    from scalerl import db
+    from scalerl.harness.execution.progress import follow, wait_tick
+    from scalerl.harness.execution.sweep import extend, launch, prepare
 
     prepared = prepare(
         args.sweep_file,
@@ -153,9 +153,9 @@ def _print_report(report: Any, planned: int, state_dir: Path) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    import db
-    from harness.execution.progress import snapshot
-    from harness.execution.status import sync, views
+    from scalerl import db
+    from scalerl.harness.execution.progress import snapshot
+    from scalerl.harness.execution.status import sync, views
 
     store = db.open_store(args.db, create=False)  # status never creates a store
     name = _sweep_name(args.sweep)
@@ -164,7 +164,7 @@ def _status(args: argparse.Namespace) -> int:
         states = sync(store, name)
     except db.StoreReadOnlyError:
         # A read-only store: show the scheduler's states without recording dead jobs as failed.
-        from harness.execution.status import latest_handles, poll_jobs
+        from scalerl.harness.execution.status import latest_handles, poll_jobs
 
         states = poll_jobs(latest_handles(store, name))
         print(f"note: store {store.url} is read-only: job states shown, not synced into it", file=sys.stderr)
@@ -197,8 +197,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _require_sweep(store: Any, name: str) -> None:
-    from db import queries
-    from harness.errors import ConfigError
+    from scalerl.db import queries
+    from scalerl.harness.errors import ConfigError
 
     known = queries.sweeps(store)
     names = [str(n) for n in known["name"]] if not known.empty else []
@@ -209,8 +209,8 @@ def _require_sweep(store: Any, name: str) -> None:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    import db
-    from harness.execution.cancel import cancel
+    from scalerl import db
+    from scalerl.harness.execution.cancel import cancel
 
     store = db.open_store(args.db)
     name = _sweep_name(args.sweep)
@@ -224,12 +224,17 @@ def _cancel(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace, sweep: Any) -> int:
     """``design: optuna``: start the search's workers (and with --wait, follow the study)."""
-    import db
-    from harness.errors import ConfigError
-    from harness.execution.profile import SlurmProfile
-    from harness.execution.submit import default_state_dir
-    from harness.execution.sweep import check_store_for, job_db_url, resolve_profile, resolve_resources
-    from harness.search import launch_search, wait_search
+    from scalerl import db
+    from scalerl.harness.errors import ConfigError
+    from scalerl.harness.execution.profile import SlurmProfile
+    from scalerl.harness.execution.submit import default_state_dir
+    from scalerl.harness.execution.sweep import (
+        check_store_for,
+        job_db_url,
+        resolve_profile,
+        resolve_resources,
+    )
+    from scalerl.harness.search import launch_search, wait_search
 
     if getattr(args, "extend", None) is not None:
         raise ConfigError(

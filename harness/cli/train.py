@@ -19,10 +19,10 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from harness.cli.args import non_negative_int
+from scalerl.harness.cli.args import non_negative_int
 
 if TYPE_CHECKING:
-    from harness.rl.trainer import TrainResult
+    from scalerl.harness.rl.trainer import TrainResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,15 +56,15 @@ class _PrintSink:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from harness.recipe.hashing import config_hash, run_id
-    from harness.recipe.loader import load_recipe
-    from harness.rl import train  # without the trainer extra: an ExecutionError naming it
+    from scalerl.harness.recipe.hashing import config_hash, run_id
+    from scalerl.harness.recipe.loader import load_recipe
+    from scalerl.harness.rl import train  # without the trainer extra: an ExecutionError naming it
 
     recipe = load_recipe(args.config, args.overrides)
     rid = run_id(recipe, args.seed)
     workdir = Path(args.workdir) if args.workdir else Path("runs") / rid
     if args.threads:
-        # The trainer pins its threads from this (harness.rl.numerics); a flag beats the environment.
+        # The trainer pins its threads from this (scalerl.harness.rl.numerics); a flag beats the environment.
         os.environ["SCALERL_TORCH_THREADS"] = str(args.threads)
     stop = threading.Event()
 
@@ -86,9 +86,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _train_into_store(
     args: argparse.Namespace, recipe: object, rid: str, chash: str, workdir: Path, stop: threading.Event
 ) -> TrainResult:
-    import db
-    from harness.recipe.schema import Recipe
-    from harness.rl import train
+    from scalerl import db
+    from scalerl.harness.recipe.schema import Recipe
+    from scalerl.harness.rl import train
 
     assert isinstance(recipe, Recipe)
     store = db.open_store(args.db)
@@ -113,7 +113,7 @@ def _train_into_store(
             store.finish_run(rid, attempt, "failed", error=str(err)[:500])
             raise
         writer.close()
-        from harness.execution.job import fail_if_points_left
+        from scalerl.harness.execution.job import fail_if_points_left
 
         fail_if_points_left(store, writer, rid, attempt)
         store.finish_run(rid, attempt, "preempted" if result.stopped else "completed")

@@ -2,7 +2,7 @@
 
 A cancelled run is not retried by ``max_retries`` bookkeeping; a later ``scalerl sweep`` submits
 it again (the user asked for it), resuming from its checkpoint. :func:`stop_runs` is the same path
-with another end status: stop-when-decided (:mod:`harness.execution.decide`) marks its runs
+with another end status: stop-when-decided (:mod:`scalerl.harness.execution.decide`) marks its runs
 ``stopped-decided``.
 """
 
@@ -12,9 +12,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.errors import ConfigError, StoreError
-from harness.execution.executors.base import JobHandle, get_executor
-from harness.execution.status import TERMINAL, _default_context, _records, latest_handles
+from scalerl.harness.errors import ConfigError, StoreError
+from scalerl.harness.execution.executors.base import JobHandle, get_executor
+from scalerl.harness.execution.status import TERMINAL, _default_context, _records, latest_handles
 
 
 def cancel(store: Any, sweep: str, *, run_id: str | None = None) -> dict[str, str]:

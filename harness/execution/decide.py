@@ -3,12 +3,12 @@
 With ``fit.stop_when: decided`` in the sweep file, ``scalerl sweep --wait`` calls a
 :class:`DecideMonitor` on each progress tick. When new points have arrived (and at most every
 ``min_interval_s``), it fits the sweep exactly as ``scalerl fit`` does
-(:func:`harness.analysis.sweep.fit_sweep`, nothing written) and stops the running runs of every
+(:func:`scalerl.harness.analysis.sweep.fit_sweep`, nothing written) and stops the running runs of every
 decided variant through the executor, as ``scalerl cancel`` does: the job checkpoints at its next
 step boundary and the run is marked ``stopped-decided``, with an event carrying the verdict.
 ``scalerl sweep --extend`` can take such a run further from its checkpoint.
 
-The rule is :func:`harness.analysis.decision.decided`: a verdict is decided when none of the
+The rule is :func:`scalerl.harness.analysis.decision.decided`: a verdict is decided when none of the
 intervals it rests on (at ``fit.confidence``) straddles its threshold (the A margin, 10% of B,
 a factor 1.1 in C_mid); ``undecided``, ``unfit`` and ``unstable`` never are.
 
@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.analysis.decision import decided
-from harness.analysis.verdicts import Verdict
+from scalerl.harness.analysis.decision import decided
+from scalerl.harness.analysis.verdicts import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def _no_knob(knob: Any) -> bool:
 
 def fit_verdicts(store: Any, sweep: str) -> list[Verdict]:
     """The sweep's verdicts as ``scalerl fit`` computes them (its defaults; nothing written)."""
-    from harness.analysis.sweep import fit_sweep
+    from scalerl.harness.analysis.sweep import fit_sweep
 
     result = fit_sweep(store, sweep, write=False)
     return list(result.analysis.verdicts) if result.analysis is not None else []
@@ -119,14 +119,14 @@ class DecideMonitor:
     confidence: float = 0.95
     min_interval_s: float = 15.0
     say: Callable[[str], object] = print
-    stop: Callable[..., dict[str, str]] | None = None  # default: harness.execution.cancel.stop_runs
+    stop: Callable[..., dict[str, str]] | None = None  # default: scalerl.harness.execution.cancel.stop_runs
     fit: Callable[[Any, str], Sequence[Verdict]] | None = None  # default: fit_verdicts
     _seen_points: int = -1
     _last: float = -math.inf
     stopped: list[Stop] = field(default_factory=list)
 
     def __call__(self) -> list[Stop]:
-        from db import queries
+        from scalerl.db import queries
 
         runs: list[dict[Any, Any]] = queries.runs(self.store, self.sweep).to_dict("records")
         points = sum(int(r.get("n_points") or 0) for r in runs)
@@ -135,7 +135,7 @@ class DecideMonitor:
         if not any(r["status"] == "running" for r in runs):
             return []
         self._seen_points, self._last = points, time.monotonic()
-        from harness.errors import HarnessError
+        from scalerl.harness.errors import HarnessError
 
         try:
             verdicts = (self.fit or fit_verdicts)(self.store, self.sweep)
@@ -148,7 +148,7 @@ class DecideMonitor:
         stops, _ = plan_stops(runs, verdicts, confidence=self.confidence)
         if not stops:
             return []
-        from harness.execution.cancel import stop_runs
+        from scalerl.harness.execution.cancel import stop_runs
 
         done = (self.stop or stop_runs)(
             self.store,

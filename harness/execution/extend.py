@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.errors import ConfigError
-from harness.execution.executors.base import Executor, JobHandle
-from harness.execution.spec import RunSpec
-from harness.execution.status import sync
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.executors.base import Executor, JobHandle
+from scalerl.harness.execution.spec import RunSpec
+from scalerl.harness.execution.status import sync
 
 EXTENDABLE = ("completed", "stopped-decided", "pruned")
 
@@ -75,7 +75,7 @@ def with_budget(spec: RunSpec, value: float) -> RunSpec:
 
 def extensions(store: Any, sweep: str) -> dict[str, float]:
     """run_id -> the budget of its latest ``extended`` event."""
-    from db import queries
+    from scalerl.db import queries
 
     frame = queries.events(store, sweep)
     out: dict[str, float] = {}
@@ -94,7 +94,7 @@ def apply_extensions(store: Any, specs: Sequence[RunSpec]) -> list[RunSpec]:
 
 
 def _resume_step(spec: RunSpec) -> int | None:
-    from harness.execution.runners.base import get_runner
+    from scalerl.harness.execution.runners.base import get_runner
 
     return get_runner(spec.typed_recipe().runner.type).resume_step(Path(spec.workdir))
 
@@ -103,7 +103,7 @@ def plan_extension(
     store: Any, specs: Sequence[RunSpec], budget: float
 ) -> tuple[list[ExtendDecision], dict[str, int]]:
     """What ``--extend budget`` does with each run, and the checkpoint step of those it extends."""
-    from db import queries
+    from scalerl.db import queries
 
     if not specs:
         return [], {}

@@ -1,7 +1,7 @@
 """The job body: one attempt of one run, wherever an executor starts it.
 
 ``SweepJob(spec)`` is a submitit ``Checkpointable`` callable (pickled by submitit for Slurm) and
-also what ``python -m harness.execution.job SPEC.json`` runs for the local executor and what the
+also what ``python -m scalerl.harness.execution.job SPEC.json`` runs for the local executor and what the
 debug executor calls in-process. One call:
 
 1. skips a run the store already has as completed, pruned or stopped-decided (a duplicate or
@@ -41,10 +41,10 @@ from typing import Any, TypeVar
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from harness.errors import ExecutionError
-from harness.execution.rank import process_rank
-from harness.execution.runners.base import NullSink, Outcome, RunContext, get_runner
-from harness.execution.spec import RunSpec
+from scalerl.harness.errors import ExecutionError
+from scalerl.harness.execution.rank import process_rank
+from scalerl.harness.execution.runners.base import NullSink, Outcome, RunContext, get_runner
+from scalerl.harness.execution.spec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def execute(
     """Run one attempt; returns ``completed``, ``stopped``, ``skipped`` or ``superseded``.
 
     ``tap`` (optional) sees every point after the store's writer took it."""
-    import db  # the store; imported here so pickling a SweepJob needs no DB driver
+    from scalerl import db  # the store; imported here so pickling a SweepJob needs no DB driver
 
     rank = process_rank() if executor == "slurm" else 0
     if rank != 0:
@@ -164,7 +164,7 @@ def execute(
 
 
 def _follow(spec: RunSpec, rank: int, stop: threading.Event) -> str:
-    """Rank > 0 of a multi-task job (:mod:`harness.execution.rank`): run the same work in its own
+    """Rank > 0 of a multi-task job (:mod:`scalerl.harness.execution.rank`): run the same work in its own
     folder, start no attempt and write nothing, so rank 0's attempt is the run's only one."""
     # A sibling of rank 0's folder, not inside it: rank 0 may wipe its own on a first attempt.
     base = Path(spec.workdir)
@@ -202,7 +202,7 @@ def _note_scheduler_requeue(store: Any, spec: RunSpec, executor: str, before: An
     restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0) if executor == "slurm" else 0
     if not restarts or before is None or before.status != "running":
         return
-    from db import queries
+    from scalerl.db import queries
 
     events = queries.events(store, run_id=spec.run_id)
     logged = events[(events.kind == "requeued")]
@@ -295,7 +295,7 @@ class SweepJob(Checkpointable):
         attempt = self._attempts[-1] if self._attempts else None
         clean = self._thread is None or not self._thread.is_alive()
         try:
-            import db
+            from scalerl import db
 
             db.open_store(self.spec.db_url).log_event(
                 self.spec.run_id,
@@ -316,14 +316,14 @@ class SweepJob(Checkpointable):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.execution.job SPEC.json [EXECUTOR]``: the local executor's job process.
+    """``python -m scalerl.harness.execution.job SPEC.json [EXECUTOR]``: the local executor's job process.
 
     SIGTERM / SIGUSR2 stop the run at its next step boundary (it checkpoints and exits 0 without
     finishing the run), so ``scalerl cancel`` and a machine shutdown both leave a resumable run.
     """
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        print("usage: python -m harness.execution.job SPEC.json [EXECUTOR]", file=sys.stderr)
+        print("usage: python -m scalerl.harness.execution.job SPEC.json [EXECUTOR]", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     spec = RunSpec.read(Path(args[0]))

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 
 class SlurmProfile(BaseModel):
@@ -85,10 +85,10 @@ def valid_keys() -> str:
 def load_profile(path: str | Path) -> SlurmProfile:
     """Read and validate a profile YAML; every failure is a :class:`ConfigError`.
 
-    Read with the recipes' loader (:func:`harness.recipe.yamlio.parse_yaml`): one YAML dialect
+    Read with the recipes' loader (:func:`scalerl.harness.recipe.yamlio.parse_yaml`): one YAML dialect
     everywhere (1.2 scalars, so ``off`` is the string "off" here as in a recipe), bounded
     aliases, and line numbers for every key."""
-    from harness.recipe.yamlio import parse_yaml
+    from scalerl.harness.recipe.yamlio import parse_yaml
 
     path = Path(path)
     try:

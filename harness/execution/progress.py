@@ -44,13 +44,14 @@ class Snapshot:
 
 
 def snapshot(store: Any, sweep: str, metric: str = "val/pass_rate") -> Snapshot:
-    from db import queries
+    from scalerl.db import queries
 
     runs = queries.runs(store, sweep)
     curves = queries.curves(store, sweep, metric=metric)
     latest: dict[str, tuple[int, float]] = {}
     if not curves.empty:
-        last: list[dict[Any, Any]] = curves.sort_values("step").groupby("run_id").tail(1).to_dict("records")
+        by_run = curves.sort_values("step").groupby("run_id", observed=True)
+        last: list[dict[Any, Any]] = by_run.tail(1).to_dict("records")
         latest = {str(r["run_id"]): (int(r["step"]), float(r["value"])) for r in last}
     records: list[dict[Any, Any]] = runs.to_dict("records")
     lines = [f"  {'variant':<28} {'seed':>4} {'status':<10} {'att':>3} {'step':>6} {metric}"]
@@ -134,16 +135,16 @@ def wait_tick(
     confidence: float = 0.95,
     say: Callable[[str], object] = print,
 ) -> Callable[[], None]:
-    """What ``scalerl sweep --wait`` (and ``harness.Sweep.wait``) does before each progress read:
+    """What ``scalerl sweep --wait`` (and ``scalerl.harness.Sweep.wait``) does before each progress read:
     sync job states into the store at most every ``every_s`` (the scheduler is shared; the store
     is ours to read every couple of seconds) and, with ``stop_when == "decided"``, stop the runs
-    of variants whose verdict is decided (:class:`harness.execution.decide.DecideMonitor`)."""
-    from harness.execution.status import sync
+    of variants whose verdict is decided (:class:`scalerl.harness.execution.decide.DecideMonitor`)."""
+    from scalerl.harness.execution.status import sync
 
     scheduler = Throttle(lambda: sync(store, sweep), every_s)
     if stop_when != "decided":
         return scheduler
-    from harness.execution.decide import DecideMonitor
+    from scalerl.harness.execution.decide import DecideMonitor
 
     monitor = DecideMonitor(store, sweep, confidence=confidence, say=say)
 

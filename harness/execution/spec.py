@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ExecutionError
-from harness.recipe.schema import Recipe
+from scalerl.harness.errors import ExecutionError
+from scalerl.harness.recipe.schema import Recipe
 
 
 @dataclass(frozen=True)

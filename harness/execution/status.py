@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.execution.executors.base import ExecutorContext, JobHandle, JobState, get_executor
+from scalerl.harness.execution.executors.base import ExecutorContext, JobHandle, JobState, get_executor
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class RunView:
 
 def _records(store: Any, sweep: str) -> list[Any]:
     """The store's runs of ``sweep`` as rows with attribute access (a DataFrame's itertuples)."""
-    from db import queries
+    from scalerl.db import queries
 
     frame = queries.runs(store, sweep)
     return list(frame.itertuples(index=False))
@@ -47,7 +47,7 @@ def _records(store: Any, sweep: str) -> list[Any]:
 
 def latest_handles(store: Any, sweep: str) -> dict[str, JobHandle]:
     """run_id -> the handle of its latest submission."""
-    from db import queries
+    from scalerl.db import queries
 
     frame = queries.events(store, sweep)
     out: dict[str, JobHandle] = {}
@@ -66,7 +66,7 @@ def latest_handles(store: Any, sweep: str) -> dict[str, JobHandle]:
 
 def submissions(store: Any, sweep: str) -> dict[str, int]:
     """run_id -> how many times it was submitted (the first plus retries)."""
-    from db import queries
+    from scalerl.db import queries
 
     frame = queries.events(store, sweep)
     counts: dict[str, int] = defaultdict(int)

@@ -12,7 +12,7 @@ For every planned run, in plan order:
 
 A submitted run's status is ``submitted`` until its job calls ``start_attempt`` (``running``).
 
-Before deciding, job states are synced into the store (:func:`harness.execution.status.sync`), so
+Before deciding, job states are synced into the store (:func:`scalerl.harness.execution.status.sync`), so
 a run whose process was killed is seen as failed, not running. Submissions are recorded as
 ``submitted`` events carrying the job handle. Resubmitting a finished sweep submits nothing.
 """
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.execution.executors.base import Executor, JobHandle, JobState
-from harness.execution.spec import Resources, RunSpec
-from harness.execution.status import latest_handles, submissions, sync
+from scalerl.harness.execution.executors.base import Executor, JobHandle, JobState
+from scalerl.harness.execution.spec import Resources, RunSpec
+from scalerl.harness.execution.status import latest_handles, submissions, sync
 
 Action = Literal["submit", "retry", "skip-completed", "skip-stopped", "skip-running", "exhausted"]
 
@@ -69,7 +69,7 @@ def run_specs(
     db_url: str | None,
     checkpoint_grace_s: float = 60.0,
 ) -> list[RunSpec]:
-    """One :class:`RunSpec` per planned run (``harness.recipe.planner.PlannedRun``)."""
+    """One :class:`RunSpec` per planned run (``scalerl.harness.recipe.planner.PlannedRun``)."""
     return [
         RunSpec(
             sweep=sweep_name,
@@ -90,7 +90,7 @@ def run_specs(
 
 def register(store: Any, sweep_name: str, sweep_spec: dict[str, Any], planned: Sequence[Any]) -> int:
     """Record the sweep and its runs (idempotent); returns how many runs were new."""
-    from db import RunRecord
+    from scalerl.db import RunRecord
 
     store.ensure_sweep(sweep_name, sweep_spec)
     records = [
@@ -117,7 +117,7 @@ def decide(
     sweep = specs[0].sweep if specs else ""
     handles = latest_handles(store, sweep) if specs else {}
     counts = submissions(store, sweep) if specs else {}
-    from db import queries
+    from scalerl.db import queries
 
     stored = {str(r["run_id"]): str(r["status"]) for r in queries.runs(store, sweep).to_dict("records")}
     out = []

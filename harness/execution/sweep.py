@@ -3,7 +3,7 @@
 Resolves the executor (``--executor`` or the sweep's ``executor``), the Slurm profile (``--profile``
 or the sweep's ``resources.profile`` under ``slurm/profiles/``), the per-run resource shape (the
 sweep's explicit ``resources`` over the profile's), the store URL the jobs use, then registers and
-submits (:func:`harness.execution.submit.submit_sweep`).
+submits (:func:`scalerl.harness.execution.submit.submit_sweep`).
 """
 
 from __future__ import annotations
@@ -13,19 +13,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.execution.executors.base import Executor, ExecutorContext, get_executor
-from harness.execution.profile import SlurmProfile, load_profile
-from harness.execution.spec import Resources, RunSpec
-from harness.execution.submit import SubmitReport, default_state_dir, register, run_specs, submit_sweep
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.executors.base import Executor, ExecutorContext, get_executor
+from scalerl.harness.execution.profile import SlurmProfile, load_profile
+from scalerl.harness.execution.spec import Resources, RunSpec
+from scalerl.harness.execution.submit import (
+    SubmitReport,
+    default_state_dir,
+    register,
+    run_specs,
+    submit_sweep,
+)
 
 PROFILE_DIR = Path("slurm/profiles")
 
 
 @dataclass(frozen=True)
 class Prepared:
-    sweep: Any  # harness.recipe.SweepSpec
-    planned: tuple[Any, ...]  # harness.recipe.PlannedRun
+    sweep: Any  # scalerl.harness.recipe.SweepSpec
+    planned: tuple[Any, ...]  # scalerl.harness.recipe.PlannedRun
     specs: tuple[RunSpec, ...]
     executor: Executor
     max_retries: int
@@ -83,7 +89,7 @@ def job_db_url(url: str | None) -> str | None:
 
     An explicit URL that carries a password is refused (spec files and Slurm pickles would hold
     it), unless it is the one in ``$SCALERL_DB_URL``, which jobs inherit."""
-    from db.engine import redact, resolve_url
+    from scalerl.db.engine import redact, resolve_url
 
     if url:
         given = resolve_url(url)
@@ -111,7 +117,7 @@ def job_db_url(url: str | None) -> str | None:
 def check_store_for(executor: str, db_url: str | None, profile: SlurmProfile) -> None:
     """Refuse a SQLite store behind Slurm: every compute node would write one file over the shared
     filesystem, and SQLite's locking (WAL included) does not hold across hosts."""
-    from db.engine import resolve_url
+    from scalerl.db.engine import resolve_url
 
     if executor != "slurm" or profile.allow_sqlite:
         return
@@ -140,7 +146,7 @@ def prepare(
 ) -> Prepared:
     """``loaded``: the SweepSpec already read from ``sweep_file`` with ``overrides`` (the CLI and
     the API read it first to tell a search from a planned sweep), so it is not read twice."""
-    from harness.recipe import load_sweep, plan
+    from scalerl.harness.recipe import load_sweep, plan
 
     sweep = loaded if loaded is not None else load_sweep(sweep_file, overrides)
     planned = plan(sweep)
@@ -157,15 +163,15 @@ def prepare(
         db_url=job_db_url(db_url),
         checkpoint_grace_s=prof.checkpoint_grace_s,
     )
-    from harness.execution.runners.command import check_templates
+    from scalerl.harness.execution.runners.command import check_templates
 
     for spec in specs:
         if spec.recipe.get("runner", {}).get("type") == "command":
             check_templates(spec)
-    from harness.execution.runners.replay import check_sources
+    from scalerl.harness.execution.runners.replay import check_sources
 
     check_sources(specs)
-    from harness.execution.runners.trl import check_specs
+    from scalerl.harness.execution.runners.trl import check_specs
 
     check_specs(specs)  # a knob TRL cannot express is refused before anything is submitted
     ex = get_executor(name, ExecutorContext(state, prof, max_parallel))
@@ -173,7 +179,7 @@ def prepare(
 
 
 def launch(store: Any, prepared: Prepared) -> SubmitReport:
-    from harness.execution.extend import apply_extensions
+    from scalerl.harness.execution.extend import apply_extensions
 
     sweep = prepared.sweep
     register(store, sweep.sweep, sweep.model_dump(mode="json", by_alias=True), prepared.planned)
@@ -183,8 +189,8 @@ def launch(store: Any, prepared: Prepared) -> SubmitReport:
 
 
 def extend(store: Any, prepared: Prepared, budget: float) -> Any:
-    """``scalerl sweep --extend BUDGET``: :func:`harness.execution.extend.extend_sweep`."""
-    from harness.execution.extend import extend_sweep
+    """``scalerl sweep --extend BUDGET``: :func:`scalerl.harness.execution.extend.extend_sweep`."""
+    from scalerl.harness.execution.extend import extend_sweep
 
     sweep = prepared.sweep
     register(store, sweep.sweep, sweep.model_dump(mode="json", by_alias=True), prepared.planned)

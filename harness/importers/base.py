@@ -2,7 +2,7 @@
 
 An importer reads one file a lab exported from its own logging (W&B, TensorBoard, a parsed
 console log) into :class:`ImportedCurve` objects, one per (run, metric). Malformed input raises
-:class:`harness.errors.ImportFormatError` naming the file, the line/column and the fix. What a
+:class:`scalerl.harness.errors.ImportFormatError` naming the file, the line/column and the fix. What a
 readable file loses (a corrupt record, a bad or repeated step, a repeated column, NaN/inf values)
 is never dropped silently: it is counted per reason of :data:`LOSS_POLICY` in the file's
 :class:`ImportLosses`, and :func:`read_curves` / ``scalerl import`` refuse it unless allowed.
@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from harness.errors import ImportFormatError
+from scalerl.harness.errors import ImportFormatError
 
 # Column / tag names that are an x axis, never a metric.
 STEP_NAMES = (
@@ -43,7 +43,7 @@ class ImportedCurve:
     the user chose (the step itself by default); ``x_name`` names it as in the source file.
     ``values`` may hold NaN / ±inf (logged as such; counted as ``non-finite-value``). ``params``
     are the run's parameters where the source records them (MLflow params, a TensorBoard run's
-    ``params.json`` or hparams), as strings; :mod:`harness.importers.mapping` reads them."""
+    ``params.json`` or hparams), as strings; :mod:`scalerl.harness.importers.mapping` reads them."""
 
     source: str
     run: str
@@ -257,8 +257,8 @@ def register(cls: type[CurveImporter]) -> type[CurveImporter]:
 
 def _registry() -> dict[str, type[CurveImporter]]:
     # The format modules register themselves when imported; importing them here (not at package
-    # import) keeps ``import harness.importers`` free of side effects beyond definitions.
-    from harness.importers import jsonl, parsed_csv, tensorboard, wandb_csv  # noqa: F401
+    # import) keeps ``import scalerl.harness.importers`` free of side effects beyond definitions.
+    from scalerl.harness.importers import jsonl, parsed_csv, tensorboard, wandb_csv  # noqa: F401
 
     return IMPORTERS
 
@@ -338,5 +338,5 @@ def partial_message(results: Sequence[ImportResult]) -> str:
     lost = "; ".join(f"{r.source}: {r.losses.describe()}" for r in results if r.losses)
     return (
         f"{lost} (fix: repair or re-export the file, or pass --allow-partial to import what is "
-        "sound; reasons: harness.importers.base.LOSS_POLICY)"
+        "sound; reasons: scalerl.harness.importers.base.LOSS_POLICY)"
     )

@@ -4,7 +4,7 @@ Identity: a run's id is the first 16 hex chars of SHA-256 of ``"<sweep>\\0<run n
 ``-s0``, so importing the same run again (or from another file that holds it too, as W&B exports
 often do) upserts the same points instead of duplicating them. Without ``roles`` each imported
 run is its own variant (named after the run, no knob, seed 0); with ``roles`` (from a
-:class:`harness.importers.mapping.RunMapping`) each run lands on its variant, knob, alternative and
+:class:`scalerl.harness.importers.mapping.RunMapping`) each run lands on its variant, knob, alternative and
 seed (run id suffix ``-s<seed>``), so the sweep has a ``baseline`` and ``scalerl fit`` gives
 verdicts. A run's membership keeps the names of its first import (the store's rule): to map the same
 runs differently, import them into another sweep. Every run is marked ``completed``.
@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ImportFormatError
-from harness.importers.base import ImportedCurve, is_step_name
-from harness.importers.mapping import BASELINE, RunRole
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers.base import ImportedCurve, is_step_name
+from scalerl.harness.importers.mapping import BASELINE, RunRole
 
 AXIS_UNITS = ("step", "wall_s", "gpu_hours", "flops", "tokens", "samples")
 
@@ -89,7 +89,7 @@ def import_curves(
 ) -> ImportSummary:
     """Register one run per distinct run name and write its points through the store's writer.
     ``roles`` (run name -> role) places each run in the sweep; it must name every run."""
-    from db import RunRecord
+    from scalerl.db import RunRecord
 
     if axis_unit is not None and axis_unit not in AXIS_UNITS:
         raise ImportFormatError(f"--axis-unit {axis_unit!r} is unknown (fix: use one of {AXIS_UNITS})")

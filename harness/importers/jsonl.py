@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ImportFormatError
-from harness.importers.base import (
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers.base import (
     SYSTEM_NAMES,
     CurveImporter,
     ImportedCurve,

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 BASELINE = "baseline"
 _KEYS = ("run_regex", "knob", "alternative", "variant", "seed", "baseline", "baseline_run")

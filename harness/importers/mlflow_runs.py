@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from harness.errors import ImportFormatError
-from harness.importers.base import ImportedCurve, ImportResult, LossLog, check_step, make_curve
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers.base import ImportedCurve, ImportResult, LossLog, check_step, make_curve
 
 PREFIX = "mlflow:"
 _AXES = ("step", "timestamp")

@@ -7,7 +7,7 @@ the file's stem. The step column is the first column whose name is a known step 
 mean "not logged at this step". ``axis_column`` picks another column as the x axis (its values are
 used as they are, so pass a cumulative quantity: a per-step duration is not a compute axis). A cell
 reading ``nan`` / ``inf`` is a logged value, not an empty one; repeated columns, bad or repeated
-steps and non-finite values are counted as in :data:`harness.importers.base.LOSS_POLICY`.
+steps and non-finite values are counted as in :data:`scalerl.harness.importers.base.LOSS_POLICY`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import csv
 import math
 from pathlib import Path
 
-from harness.errors import ImportFormatError
-from harness.importers.base import (
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers.base import (
     CurveImporter,
     ImportedCurve,
     LossLog,

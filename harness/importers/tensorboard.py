@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ImportFormatError
-from harness.importers.base import (
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers.base import (
     CurveImporter,
     ImportedCurve,
     ImportResult,

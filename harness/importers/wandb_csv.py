@@ -7,7 +7,7 @@ cell is empty on rows where it logged nothing, so each run keeps only its non-em
 the run's own ``_step`` series (if exported) gives each point its step; otherwise points are
 numbered 0, 1, 2, ... in x order. ``axis_column`` may name the first column or a per-run series
 (``_step``, ``_runtime``) to use as x instead. Repeated columns, bad or repeated steps and NaN /
-±inf cells are counted as in :data:`harness.importers.base.LOSS_POLICY`.
+±inf cells are counted as in :data:`scalerl.harness.importers.base.LOSS_POLICY`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from harness.errors import ImportFormatError
-from harness.importers.base import (
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers.base import (
     SYSTEM_NAMES,
     CurveImporter,
     ImportedCurve,

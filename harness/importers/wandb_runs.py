@@ -4,7 +4,7 @@ Offline: each ``offline-run-<time>-<id>/`` directory holds one run's transaction
 ``run-<id>.wandb``: LevelDB-log framing (a 7-byte ``:W&B`` header, 32 KiB blocks, records with a
 CRC-32 seeded by the record type) around protobuf ``Record`` messages, parsed with wandb's own
 ``wandb_internal_pb2`` (wandb >= 0.2x ships no Python reader of the file; the framing is read here,
-as :mod:`harness.importers.tensorboard` does for event files). The run record gives the run's id,
+as :mod:`scalerl.harness.importers.tensorboard` does for event files). The run record gives the run's id,
 display name and initial config; config records update it; each history record is one logged row
 (``_step``, ``_runtime``, ``_timestamp`` and the metrics). A record that fails its checksum is
 counted (``crc-failure``; reading resumes at the next block) and a cut-short last record too
@@ -34,8 +34,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.errors import ImportFormatError
-from harness.importers.base import SYSTEM_NAMES, ImportedCurve, ImportResult, LossLog, check_step, make_curve
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers.base import (
+    SYSTEM_NAMES,
+    ImportedCurve,
+    ImportResult,
+    LossLog,
+    check_step,
+    make_curve,
+)
 
 OFFLINE_PREFIX = "wandb-offline:"
 API_PREFIX = "wandb:"

@@ -2,7 +2,7 @@
 
 A trial reports ``trial.report(value, step)`` with ``step`` the compute spent so far in integer
 units (steps, GPU-seconds, 1e9-FLOP units...). The pruner forecasts each trial's curve at the
-``target`` compute with :func:`harness.analysis.forecast_curves` (the sigmoid / flat / power-law
+``target`` compute with :func:`scalerl.harness.analysis.forecast_curves` (the sigmoid / flat / power-law
 ensemble with a calibrated prediction interval) and prunes a trial whose optimistic edge is below
 what another trial is already confidently worth. It reads the study only through
 ``study.get_trials(deepcopy=False)``, so it works with any storage (in-memory, RDB, journal) and
@@ -23,9 +23,9 @@ from optuna.pruners import BasePruner
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from harness.analysis.fitters import fit_sigmoid_many
-from harness.analysis.forecaster import DEFAULT_CALIBRATION, forecast_curves
-from harness.errors import ConfigError
+from scalerl.harness.analysis.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION, forecast_curves
+from scalerl.harness.errors import ConfigError
 
 _STATES = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED)
 
@@ -88,7 +88,7 @@ class ForecastPruner(BasePruner):
     before forecasting (a loss or error rate in [0, 1] becomes a score in [0, 1], where the
     sigmoid member of the ensemble applies; outside [0, 1] the flat and power-law members carry
     the forecast) and the rule above applies unchanged. Multi-objective studies raise
-    :class:`~harness.errors.ConfigError`.
+    :class:`~scalerl.harness.errors.ConfigError`.
 
     Cost: at most one batched forecast of the trial and of the references that reported new
     values since their last forecast per call (each forecast is a few milliseconds). Thread-safe:

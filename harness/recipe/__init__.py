@@ -5,12 +5,12 @@ Public API: :func:`load_recipe`, :func:`load_sweep`, :func:`plan` (-> :class:`Pl
 :data:`KNOB_SPECS`) and the sweep file (:class:`SweepSpec`, with ``fit`` and ``resources``).
 """
 
-from harness.recipe.designs import DESIGNS, Design, Variant
-from harness.recipe.hashing import config_hash, run_id
-from harness.recipe.loader import load_recipe, load_sweep
-from harness.recipe.planner import Duplicate, Plan, PlannedRun, plan
-from harness.recipe.schema import KNOB_SPECS, BudgetConfig, Knobs, KnobSpec, Recipe
-from harness.recipe.sweep import FitSpec, FitWindow, Resources, SweepSpec
+from scalerl.harness.recipe.designs import DESIGNS, Design, Variant
+from scalerl.harness.recipe.hashing import config_hash, run_id
+from scalerl.harness.recipe.loader import load_recipe, load_sweep
+from scalerl.harness.recipe.planner import Duplicate, Plan, PlannedRun, plan
+from scalerl.harness.recipe.schema import KNOB_SPECS, BudgetConfig, Knobs, KnobSpec, Recipe
+from scalerl.harness.recipe.sweep import FitSpec, FitWindow, Resources, SweepSpec
 
 __all__ = [
     "DESIGNS",

@@ -9,7 +9,7 @@ at its own line). Designs only build overrides; the planner validates, hashes an
 * ``forward``: a stripped-down start plus knobs added back one at a time (cumulative by default).
 * ``grid``: the Cartesian product of named axes (``{scale.prompts_per_batch: [16, 32]}``).
 * ``list``: explicit variants, each a name and its overrides.
-* ``optuna``: none up front; Optuna's trials become variants as a search runs (:mod:`harness.search`).
+* ``optuna``: none up front; Optuna's trials become variants as a search runs (:mod:`scalerl.harness.search`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.errors import ConfigError
-from harness.recipe.overrides import Override, check_key, overrides_from_mapping
-from harness.recipe.schema import KNOB_SPECS, Knob, Knobs, Recipe
-from harness.recipe.yamlio import KeyPath, Source, SourceMap
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.overrides import Override, check_key, overrides_from_mapping
+from scalerl.harness.recipe.schema import KNOB_SPECS, Knob, Knobs, Recipe
+from scalerl.harness.recipe.yamlio import KeyPath, Source, SourceMap
 
 if TYPE_CHECKING:
-    from harness.recipe.sweep import SweepSpec
+    from scalerl.harness.recipe.sweep import SweepSpec
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class LooDesign(Design):
     name = "loo"
 
     def variants(self, sweep: SweepSpec, base: Recipe, sources: SourceMap) -> list[Variant]:
-        from harness.recipe.sweep import LooKnob, LooSection
+        from scalerl.harness.recipe.sweep import LooKnob, LooSection
 
         section = sweep.loo or LooSection()
         knobs = section.knobs if section.knobs is not None else {k: LooKnob() for k in KNOB_SPECS}
@@ -175,7 +175,7 @@ class ForwardDesign(Design):
     name = "forward"
 
     def variants(self, sweep: SweepSpec, base: Recipe, sources: SourceMap) -> list[Variant]:
-        from harness.recipe.sweep import ForwardSection, ForwardStep
+        from scalerl.harness.recipe.sweep import ForwardSection, ForwardStep
 
         section = sweep.forward or ForwardSection()
         steps = section.steps if section.steps is not None else [ForwardStep(knob=k) for k in KNOB_SPECS]
@@ -267,7 +267,7 @@ class ListDesign(Design):
 @register
 class OptunaDesign(Design):
     """No variants up front: the search's workers ask Optuna for trials and plan each as a run
-    (variant ``trial-NNNN``) as they go (:mod:`harness.search`)."""
+    (variant ``trial-NNNN``) as they go (:mod:`scalerl.harness.search`)."""
 
     name = "optuna"
 

@@ -8,7 +8,7 @@ keys sorted, no whitespace, ASCII only; floats written with Python's shortest ro
 (the same on every CPython >= 3.1 and platform), and a float with an integral value written as an
 integer, so ``1e3``, ``1000.0`` and ``1000`` in a free-form field (``task.params``, the recipe's
 own ``params``) agree. The recipe keeps the type it was given (``params.x: 3`` an int, ``3.0`` a
-float); only the hash and the command template (:mod:`harness.execution.runners.template`, which
+float); only the hash and the command template (:mod:`scalerl.harness.execution.runners.template`, which
 also writes ``3``) treat them as one value, so one run id is one command line. This is also how a
 knob's float parameter written ``4`` hashes. NaN and infinities are refused: they have no JSON
 spelling and never belong in a config.
@@ -22,8 +22,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.recipe.schema import Recipe
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.schema import Recipe
 
 RUN_ID_HEX = 16
 

@@ -9,7 +9,7 @@
   ``seeds``) changes the sweep; one whose first part is a recipe field (``scale.max_gen_len``) is
   applied to every variant's recipe, like the sweep's own ``overrides:``.
 * The result is validated once into frozen objects; every problem is a
-  :class:`~harness.errors.ConfigError` naming the file, line, field, value and fix.
+  :class:`~scalerl.harness.errors.ConfigError` naming the file, line, field, value and fix.
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.recipe.designs import design_for
-from harness.recipe.overrides import (
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.designs import design_for
+from scalerl.harness.recipe.overrides import (
     Override,
     deep_merge,
     overrides_from_mapping,
     parse_cli_overrides,
     set_dotted,
 )
-from harness.recipe.schema import Recipe
-from harness.recipe.sweep import LoadedSweep, SweepSpec
-from harness.recipe.validation import validate
-from harness.recipe.yamlio import Source, SourceMap, read_yaml_mapping
+from scalerl.harness.recipe.schema import Recipe
+from scalerl.harness.recipe.sweep import LoadedSweep, SweepSpec
+from scalerl.harness.recipe.validation import validate
+from scalerl.harness.recipe.yamlio import Source, SourceMap, read_yaml_mapping
 
 OverrideArgs = Sequence[str | Override]
 

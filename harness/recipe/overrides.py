@@ -1,6 +1,6 @@
 """Diffs on plain config data: deep merge (``extends``), dotted keys, and CLI ``key=value``.
 
-Every function here keeps the :class:`~harness.recipe.yamlio.SourceMap` in step with the data, so
+Every function here keeps the :class:`~scalerl.harness.recipe.yamlio.SourceMap` in step with the data, so
 a value that came from a base file, a sweep's ``overrides:`` or the command line is still traced
 to where it was written when validation rejects it.
 """
@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.recipe.yamlio import KeyPath, Source, SourceMap, parse_yaml
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.yamlio import KeyPath, Source, SourceMap, parse_yaml
 
 COMMAND_LINE = "<command line>"
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")

@@ -2,7 +2,7 @@
 
 Every variant's recipe is the base recipe data with the variant's overrides applied, validated
 again (so a variant that breaks a cross-field rule is an error naming its own sweep-file line),
-hashed (:mod:`harness.recipe.hashing`) and crossed with the sweep's seeds. Two variants that
+hashed (:mod:`scalerl.harness.recipe.hashing`) and crossed with the sweep's seeds. Two variants that
 resolve to the same config are planned once: the later one is reported in ``Plan.duplicates``
 (naming both) and gets no runs, so a sweep never trains the same config twice.
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.recipe.designs import Variant
-from harness.recipe.hashing import RUN_ID_HEX, config_hash
-from harness.recipe.loader import build_recipe
-from harness.recipe.schema import BudgetConfig, Recipe
-from harness.recipe.sweep import SweepSpec
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.designs import Variant
+from scalerl.harness.recipe.hashing import RUN_ID_HEX, config_hash
+from scalerl.harness.recipe.loader import build_recipe
+from scalerl.harness.recipe.schema import BudgetConfig, Recipe
+from scalerl.harness.recipe.sweep import SweepSpec
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ each parameter sets::
       workers: 2                                # processes (local) or array tasks (slurm)
 
 The objective is read from the fit section's metric on its axis: ``forecast`` is the value
-:func:`harness.analysis.forecast_curve` gives at ``at`` (a compute on ``fit.axis``), ``fitted_a``
+:func:`scalerl.harness.analysis.forecast_curve` gives at ``at`` (a compute on ``fit.axis``), ``fitted_a``
 the sigmoid's ceiling, ``final`` the mean of the last three points. Trials report the metric to
 the pruner with ``step = round(compute x compute_scale)`` (Optuna steps are integers; set
 ``compute_scale`` so that one unit is fine enough, e.g. 3600 for GPU-seconds on ``gpu_hours``).
-The study lives in an Optuna ``RDBStorage`` at the store's own URL (see :mod:`harness.search`).
+The study lives in an Optuna ``RDBStorage`` at the store's own URL (see :mod:`scalerl.harness.search`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
-from harness.recipe.schema import Frozen
+from scalerl.harness.recipe.schema import Frozen
 
 
 class FloatParam(Frozen):
@@ -138,7 +138,7 @@ class ObjectiveSpec(Frozen):
 
 
 class PrunerSpec(Frozen):
-    """``forecast`` (:class:`harness.optuna.ForecastPruner`, target = the objective's ``at`` or the
+    """``forecast`` (:class:`scalerl.harness.optuna.ForecastPruner`, target = the objective's ``at`` or the
     budget), Optuna's ``median`` / ``hyperband``, or ``none``. ``options`` go to the pruner's
     constructor as keyword arguments (checked against its signature)."""
 

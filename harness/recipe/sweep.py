@@ -5,7 +5,7 @@ A sweep YAML (``recipes/loo.yaml``) looks like::
     sweep: scalerl-loo            # name; also the store's sweep key
     base: scalerl.yaml            # the baseline recipe, relative to this file
     overrides: {scale.max_gen_len: 8192}   # dotted recipe keys applied to every variant
-    design: loo                   # loo | forward | grid | list | optuna (harness.recipe.designs)
+    design: loo                   # loo | forward | grid | list | optuna (scalerl.harness.recipe.designs)
     loo: {knobs: [loss, pipeline]}          # design section (optional for loo and forward)
     seeds: [0, 1, 2]
     budget: {value: 16000, unit: gpu_hours} # per run; replaces the recipe's budget
@@ -23,17 +23,17 @@ Fields other pieces read (keep the names):
   share of each curve's compute range dropped from its start), ``margin`` (the minimum |ΔA| that
   counts as an asymptote move), ``confidence`` (the level of the verdicts' intervals, default
   0.95) and ``stop_when`` (``never``, or ``decided``: ``scalerl sweep --wait`` stops a variant's
-  runs, checkpointed, once its verdict is decided; :mod:`harness.execution.decide`).
+  runs, checkpointed, once its verdict is decided; :mod:`scalerl.harness.execution.decide`).
 * ``power`` (:class:`PowerSpec`), read by analysis: ``detect_d_a`` / ``detect_d_b``, the |ΔA| /
   |ΔB| the sweep should be able to detect; ``scalerl fit`` reports the seeds per variant that
-  would reach each at the measured noise (:mod:`harness.analysis.power`).
+  would reach each at the measured noise (:mod:`scalerl.harness.analysis.power`).
 * ``resources`` (:class:`Resources`), read by execution: per run ``cpus``, ``gpus``, ``mem_gb``,
   ``time_min`` (wall limit of one job attempt, minutes) and ``profile`` (a name under ``slurm/``,
   whose partition/account/qos apply; null = none).
 * ``executor`` and ``max_retries`` (attempts after the first, on failure or preemption).
 
-The design sections are documented on their classes below; :func:`harness.recipe.loader.load_sweep`
-reads the file and :func:`harness.recipe.planner.plan` expands it.
+The design sections are documented on their classes below; :func:`scalerl.harness.recipe.loader.load_sweep`
+reads the file and :func:`scalerl.harness.recipe.planner.plan` expands it.
 """
 
 from __future__ import annotations
@@ -53,13 +53,13 @@ from pydantic import (
     model_validator,
 )
 
-from harness.errors import ConfigError
-from harness.recipe.schema import BudgetConfig, Frozen, Recipe
-from harness.recipe.search import OptunaSection
-from harness.recipe.yamlio import SourceMap
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.schema import BudgetConfig, Frozen, Recipe
+from scalerl.harness.recipe.search import OptunaSection
+from scalerl.harness.recipe.yamlio import SourceMap
 
 if TYPE_CHECKING:
-    from harness.recipe.designs import Variant
+    from scalerl.harness.recipe.designs import Variant
 
 FitAxis = Literal["gpu_hours", "flops", "tokens", "samples", "step"]
 
@@ -86,7 +86,7 @@ class FitSpec(Frozen):
     window: FitWindow = FitWindow(start=0.0)
     margin: float = Field(0.02, ge=0.0, lt=1.0, description="minimum |A_variant - A_base| for a mover")
     # The level of every verdict interval (dA, dB, dlogC_mid); stop_when=decided stops a variant's
-    # runs once those intervals no longer straddle its decision (harness.execution.decide).
+    # runs once those intervals no longer straddle its decision (scalerl.harness.execution.decide).
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="verdict interval level")
     stop_when: Literal["never", "decided"] = "never"
 
@@ -196,7 +196,9 @@ class SweepSpec(Frozen):
     forward: ForwardSection | None = None
     grid: dict[str, list[Any]] | None = None
     variants_list: list[ListVariant] | None = Field(None, alias="list")
-    optuna: OptunaSection | None = Field(None, description="design: optuna; see harness.recipe.search")
+    optuna: OptunaSection | None = Field(
+        None, description="design: optuna; see scalerl.harness.recipe.search"
+    )
     seeds: list[NonNegativeInt] = Field(default_factory=lambda: [0], min_length=1)
     budget: BudgetConfig | None = None
     fit: FitSpec = FitSpec()
@@ -211,7 +213,7 @@ class SweepSpec(Frozen):
         if self._loaded is None:
             raise ConfigError(
                 f"sweep {self.sweep!r} was not read from a file",
-                fix="build sweeps with harness.recipe.load_sweep(path)",
+                fix="build sweeps with scalerl.harness.recipe.load_sweep(path)",
             )
         return self._loaded
 
@@ -233,7 +235,7 @@ class SweepSpec(Frozen):
     @field_validator("design")
     @classmethod
     def _known_design(cls, value: str) -> str:
-        from harness.recipe.designs import DESIGNS
+        from scalerl.harness.recipe.designs import DESIGNS
 
         if value not in DESIGNS:
             raise ValueError(f"unknown design {value!r}; fix: use one of: {', '.join(DESIGNS)}")

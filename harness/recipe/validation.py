@@ -1,5 +1,5 @@
 """Validate plain data into a frozen pydantic model; turn every ``ValidationError`` into a
-:class:`~harness.errors.ConfigError` that names the file, line, field, value and the fix.
+:class:`~scalerl.harness.errors.ConfigError` that names the file, line, field, value and the fix.
 
 Pydantic reports a location (``loc``) through the *model*, which can contain union tags the data
 does not have; the translator walks ``loc`` against both the data (for the line) and the model
@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from harness.errors import ConfigError
-from harness.recipe.yamlio import KeyPath, SourceMap
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.yamlio import KeyPath, SourceMap
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 KeyPath = tuple[str | int, ...]
 

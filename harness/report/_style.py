@@ -12,7 +12,7 @@ import html
 import math
 from collections.abc import Iterable
 
-# Fit axes a curve can be drawn against (the point columns of ``db.queries.curves``).
+# Fit axes a curve can be drawn against (the point columns of ``scalerl.db.queries.curves``).
 AXES: tuple[str, ...] = ("gpu_hours", "flops", "tokens", "samples", "step")
 
 AXIS_LABELS: dict[str, str] = {

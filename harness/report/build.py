@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from harness.errors import AnalysisError, ConfigError
-from harness.report._style import AXES
-from harness.report.document import FitsSource, ReportData
+from scalerl.harness.errors import AnalysisError, ConfigError
+from scalerl.harness.report._style import AXES
+from scalerl.harness.report.document import FitsSource, ReportData
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +48,9 @@ def compute_fits(
     n_boot: int = 200,
 ) -> tuple[str, pd.DataFrame, pd.DataFrame, list[str]]:
     """(axis, fits, verdicts, notes) for ``curves`` exactly as ``scalerl fit`` would store them,
-    computed with :mod:`harness.analysis.sweep` and written nowhere."""
-    from db.models import FIT_COLUMNS, VERDICT_COLUMNS
-    from harness.analysis.sweep import FitRequest, analyze_frame, resolve_request
+    computed with :mod:`scalerl.harness.analysis.sweep` and written nowhere."""
+    from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS
+    from scalerl.harness.analysis.sweep import FitRequest, analyze_frame, resolve_request
 
     metric, axis, options, margin = resolve_request(FitRequest(metric=metric, axis=axis), spec)
     result = analyze_frame(
@@ -64,10 +64,10 @@ def compute_fits(
 
 def load_diagnostics(store: Any, sweep: str) -> pd.DataFrame:
     """The points of every diagnostic the report draws
-    (:data:`harness.report.diagnostics.DIAGNOSTIC_PANELS`), ``db.queries.curves`` columns; an
+    (:data:`scalerl.harness.report.diagnostics.DIAGNOSTIC_PANELS`), ``scalerl.db.queries.curves`` columns; an
     empty frame when the sweep logged none."""
-    from db import queries
-    from harness.report.diagnostics import DIAGNOSTIC_PANELS
+    from scalerl.db import queries
+    from scalerl.harness.report.diagnostics import DIAGNOSTIC_PANELS
 
     # One query per diagnostic: reading every metric of a lab-scale sweep would be far larger.
     parts = [queries.curves(store, sweep, metric=m) for m in DIAGNOSTIC_PANELS]
@@ -88,7 +88,7 @@ def load_report_data(
 
     ``axis`` None means: the axis of the stored fits, else the sweep spec's ``fit.axis``, else FLOPs.
     """
-    from db import queries
+    from scalerl.db import queries
 
     if axis is not None and axis not in AXES:
         raise ConfigError("unknown compute axis", field="--axis", value=axis,

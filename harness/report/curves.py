@@ -1,15 +1,15 @@
 """The curves figure: a sweep's points, fitted sigmoids, extrapolations with interval bands.
 
-Built from the store's frames (``db.queries.curves`` and ``db.queries.fits``) so it can be drawn
-from a store, a notebook, or frames a test constructs. One colour per variant; a variant's seeds
-share its legend group, so one click hides the variant. A button toggles the compute axis between
-linear and log.
+Built from the store's frames (``scalerl.db.queries.curves`` and ``scalerl.db.queries.fits``) so it
+can be drawn from a store, a notebook, or frames a test constructs. One colour per variant; a
+variant's seeds share its legend group, so one click hides the variant. A button toggles the
+compute axis between linear and log.
 
 The band around a fitted curve, over the compute the data covers, is the envelope of Eq. 1 over
 the corners of the fit's parameter intervals (A, B, C_mid). R(C) is monotone in A and in C_mid,
 and in B on either side of C_mid, so the corners bound every curve inside that box: a
 conservative band that needs only the stored columns. Beyond the data, the dashed extrapolation
-and its band are :func:`harness.analysis.forecast_curve` on the fit's points (the same forecast
+and its band are :func:`scalerl.harness.analysis.forecast_curve` on the fit's points (the same forecast
 as ``scalerl forecast``) with its :data:`FORECAST_LEVEL` prediction interval; where it has no
 sound forecast, the fitted sigmoid and its parameter box are drawn instead.
 """
@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis.curve import sigmoid_curve as sigmoid
-from harness.errors import ConfigError
-from harness.report._style import AXES, AXIS_LABELS, esc, fmt, fmt_interval, variant_colors
-from harness.report.downsample import display_indices
+from scalerl.harness.analysis.curve import sigmoid_curve as sigmoid
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.report._style import AXES, AXIS_LABELS, esc, fmt, fmt_interval, variant_colors
+from scalerl.harness.report.downsample import display_indices
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-# Only an ``ok`` fit pins its ceiling (harness.analysis.curve.FitStatus); any other status is
+# Only an ``ok`` fit pins its ceiling (scalerl.harness.analysis.curve.FitStatus); any other status is
 # listed in the legend with its reason and gets no curve, extrapolation or band.
 CONFIDENT_STATUSES: frozenset[str] = frozenset({"ok"})
 LEGEND_SEEDS_UP_TO = 24
@@ -118,7 +118,7 @@ def curves_figure(
 ) -> go.Figure:
     """Points of every run, each variant's fitted sigmoid and its extrapolation with a band.
 
-    ``curves``/``fits`` have the columns of ``db.queries.curves``/``fits``. The fitted curve is
+    ``curves``/``fits`` have the columns of ``scalerl.db.queries.curves``/``fits``. The fitted curve is
     solid over the compute the data covers and dashed beyond it, up to ``extrapolate_factor``
     times the largest compute seen; a fit whose status is not confident (e.g. pre-inflection)
     is drawn over its data only and labelled. Each fit's window start is a dotted vertical line.
@@ -232,14 +232,14 @@ def fit_traces(
     band (parameter box over the data, forecast interval beyond).
 
     ``points`` (compute, value) are the fit's data; with them the dashed part is
-    :func:`harness.analysis.forecast_curve`, without them the fitted sigmoid. A fit whose status
+    :func:`scalerl.harness.analysis.forecast_curve`, without them the fitted sigmoid. A fit whose status
     is not confident gives a single legend-only trace naming the status and its reason. Names are
     ``fit L``, ``extrapolation L`` and ``interval L`` with ``L`` = ``label`` (escaped by the
     caller; default the escaped variant); all share the variant's legend group.
     """
     import plotly.graph_objects as go
 
-    from harness.analysis.forecaster import forecast_curve
+    from scalerl.harness.analysis.forecaster import forecast_curve
 
     variant = str(fit["variant"])
     label = esc(variant) if label is None else label

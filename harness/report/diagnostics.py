@@ -1,6 +1,6 @@
 """Mechanism diagnostics beside the curves: one small multiple per ``diag/*`` metric.
 
-Each panel is one diagnostic of :mod:`harness.rl.diagnostics` (plus the length-control rates)
+Each panel is one diagnostic of :mod:`scalerl.harness.rl.diagnostics` (plus the length-control rates)
 against the training step, one line per variant: the mean over that variant's seeds at each step,
 so a reader sees whether a knob acted (e.g. loo-8op's lag, loo-fp32's log-prob mismatch)
 independently of the reward. Metrics a sweep did not log are left out; a sweep without any
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from harness.report._style import esc, variant_colors
+from scalerl.harness.report._style import esc, variant_colors
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-# Panel order and titles; keep in sync with harness.rl.diagnostics.DIAG_METRICS.
+# Panel order and titles; keep in sync with scalerl.harness.rl.diagnostics.DIAG_METRICS.
 DIAGNOSTIC_PANELS: dict[str, str] = {
     "diag/lag_mean": "policy lag, mean (steps)",
     "diag/lag_max": "policy lag, max (steps)",
@@ -35,7 +35,7 @@ DIAGNOSTIC_PANELS: dict[str, str] = {
     "train/response_len": "response length (tokens)",
 }
 
-# The metric(s) that show each knob of harness.recipe.schema acted, whatever it did to the reward.
+# The metric(s) that show each knob of scalerl.harness.recipe.schema acted, whatever it did to the reward.
 KNOB_DIAGNOSTICS: dict[str, tuple[str, ...]] = {
     "pipeline": ("diag/lag_mean",),
     "loss": ("diag/clip_share",),
@@ -50,7 +50,7 @@ _DASHES = ("solid", "dash")
 
 
 def diagnostics_figure(frame: pd.DataFrame, *, baseline: str = "baseline", cols: int = 3) -> go.Figure:
-    """Small multiples of the diagnostics in ``frame`` (``db.queries.curves`` columns: at least
+    """Small multiples of the diagnostics in ``frame`` (``scalerl.db.queries.curves`` columns: at least
     ``variant``, ``metric``, ``step``, ``value``): one subplot per metric of
     :data:`DIAGNOSTIC_PANELS` present, one line per variant (mean over seeds per step)."""
     import plotly.graph_objects as go
@@ -69,10 +69,11 @@ def diagnostics_figure(frame: pd.DataFrame, *, baseline: str = "baseline", cols:
     )  # fmt: skip
     data = frame[frame["metric"].isin(present)]
     colors = variant_colors(map(str, data["variant"]), baseline)
-    means = data.groupby(["metric", "variant", "step"], sort=True)["value"].mean().reset_index()
+    keys = ["metric", "variant", "step"]
+    means = data.groupby(keys, sort=True, observed=True)["value"].mean().reset_index()
     for i, metric in enumerate(present):
         row, col = i // cols + 1, i % cols + 1
-        for variant, part in means[means["metric"] == metric].groupby("variant", sort=True):
+        for variant, part in means[means["metric"] == metric].groupby("variant", sort=True, observed=True):
             name = esc(variant)
             fig.add_trace(
                 go.Scatter(
@@ -106,7 +107,7 @@ def mechanism_figure(
 ) -> go.Figure:
     """The diagnostic that proves ``knob`` acted, for ``variant`` against ``baseline``: the mean
     over seeds at each step of the metric(s) :data:`KNOB_DIAGNOSTICS` names for the knob, from
-    ``frame`` (``db.queries.curves`` columns). The title gives each line's mean over the second
+    ``frame`` (``scalerl.db.queries.curves`` columns). The title gives each line's mean over the second
     half of training; ``colors`` maps variant to colour (default: the
     report's palette over the two). A knob without a known diagnostic, or a sweep that did not log it, gets a
     figure that says so instead of empty axes."""
@@ -130,7 +131,8 @@ def mechanism_figure(
             fig, f"{esc(names)} not logged for this sweep<br>(diag/* metrics come from the reference trainer)"
         )
     colors = {**variant_colors([baseline, variant], baseline), **(colors or {})}
-    means = data.groupby(["metric", "variant", "step"], sort=True)["value"].mean().reset_index()
+    keys = ["metric", "variant", "step"]
+    means = data.groupby(keys, sort=True, observed=True)["value"].mean().reset_index()
     summary = []
     for i, metric in enumerate(present):
         for name in (baseline, variant):

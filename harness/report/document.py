@@ -3,7 +3,7 @@
 The page reads top down in the order a lab asks: what was spent (one line of run statuses and the
 compute per variant), what each knob did (the verdict table, which sorts and filters in the page
 and links each knob to its panel; the knob map), and why (one panel per knob: the reward panel of
-:mod:`harness.report.panels` beside its mechanism diagnostic, with one log/linear compute switch
+:mod:`scalerl.harness.report.panels` beside its mechanism diagnostic, with one log/linear compute switch
 for all panels), then the fit and run tables. A sweep with a single variant gets the plain curves
 figure instead of panels.
 
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
-from harness.report._style import AXIS_LABELS, esc, fmt, fmt_interval
-from harness.report.curves import curves_figure
-from harness.report.knobmap import knob_map_figure
-from harness.report.overview import latest_values, overview_figure, status_line
-from harness.report.panels import KnobPanel, knob_panels
-from harness.report.verdicts import verdict_table_html
+from scalerl.harness.report._style import AXIS_LABELS, esc, fmt, fmt_interval
+from scalerl.harness.report.curves import curves_figure
+from scalerl.harness.report.knobmap import knob_map_figure
+from scalerl.harness.report.overview import latest_values, overview_figure, status_line
+from scalerl.harness.report.panels import KnobPanel, knob_panels
+from scalerl.harness.report.verdicts import verdict_table_html
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -101,7 +101,7 @@ function scalerlAxis(type) {
 
 @dataclass(frozen=True)
 class ReportData:
-    """Everything the page shows, already loaded; frames have the ``db.queries`` columns."""
+    """Everything the page shows, already loaded; frames have the ``scalerl.db.queries`` columns."""
 
     sweep: str
     metric: str

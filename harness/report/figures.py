@@ -1,6 +1,6 @@
 """The public figure API: each takes the store's DataFrames and returns a ``plotly`` Figure.
 
-``db.queries.curves/fits/verdicts/runs`` give the frames; tests and notebooks may pass frames they
+``scalerl.db.queries.curves/fits/verdicts/runs`` give the frames; tests and notebooks may pass frames they
 build themselves with the same columns (see ``docs/architecture.md``). Plotly is imported when a
 figure is built, not when this module is imported. The HTML report is made of exactly these:
 
@@ -17,13 +17,13 @@ figure is built, not when this module is imported. The HTML report is made of ex
 
 from __future__ import annotations
 
-from harness.report.curves import curves_figure
-from harness.report.diagnostics import diagnostics_figure, mechanism_figure
-from harness.report.grid import knob_panels_figure
-from harness.report.knobmap import knob_map_figure
-from harness.report.overview import overview_figure
-from harness.report.panels import KnobPanel, knob_panel_figure, knob_panels
-from harness.report.verdicts import verdict_table_figure, verdict_table_html
+from scalerl.harness.report.curves import curves_figure
+from scalerl.harness.report.diagnostics import diagnostics_figure, mechanism_figure
+from scalerl.harness.report.grid import knob_panels_figure
+from scalerl.harness.report.knobmap import knob_map_figure
+from scalerl.harness.report.overview import overview_figure
+from scalerl.harness.report.panels import KnobPanel, knob_panel_figure, knob_panels
+from scalerl.harness.report.verdicts import verdict_table_figure, verdict_table_html
 
 __all__ = [
     "KnobPanel",

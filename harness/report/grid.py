@@ -1,6 +1,6 @@
 """Every knob's panels in one figure, for notebooks: the report's panels as a grid of subplots.
 
-One row per knob: its reward panel (:func:`harness.report.panels.knob_panels`) on the left and
+One row per knob: its reward panel (:func:`scalerl.harness.report.panels.knob_panels`) on the left and
 its mechanism diagnostic on the right, with the same traces, the same shared y range, the fit
 windows, the parameters and the verdict written above each row. One pair of buttons switches the
 compute axis of every reward panel between log and linear at once, as the HTML page does.
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.report.panels import knob_panels
+from scalerl.harness.report.panels import knob_panels
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -38,7 +38,7 @@ def knob_panels_figure(
     extrapolate_factor: float = 4.0,
     max_points_per_run: int = 400,
 ) -> go.Figure:
-    """The panels of :func:`~harness.report.panels.knob_panels` (same arguments) as one figure:
+    """The panels of :func:`~scalerl.harness.report.panels.knob_panels` (same arguments) as one figure:
     a row per knob, reward left and mechanism right. A sweep with nothing to compare (only a
     baseline, or no points) gives a figure that says so."""
     import plotly.graph_objects as go

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
-from harness.report._style import esc, fmt, fmt_interval, verdict_color
+from scalerl.harness.report._style import esc, fmt, fmt_interval, verdict_color
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -65,7 +65,7 @@ def knob_map_figure(
     """ΔA (x) against the efficiency change at the shared A (y) per knob, with interval whiskers,
     coloured by verdict, over the margin band and the quadrant labels (see the module docstring).
 
-    ``verdicts`` has the columns of ``db.queries.verdicts``. Knobs without a ΔA are listed in the
+    ``verdicts`` has the columns of ``scalerl.db.queries.verdicts``. Knobs without a ΔA are listed in the
     subtitle with their verdict.
     """
     import plotly.graph_objects as go
@@ -93,7 +93,7 @@ def knob_map_figure(
     x_range = _span([d_a[placed_mask], a_lo[placed_mask], a_hi[placed_mask]], margin * 1.5)
     y_range = _span([eff[placed_mask], eff_lo[placed_mask], eff_hi[placed_mask]], 0.1)
     for verdict, idx in pd.Series(range(len(frame)))[placed_mask].groupby(
-        frame["verdict"][placed_mask], sort=False
+        frame["verdict"][placed_mask], sort=False, observed=True
     ):
         rows = frame.iloc[idx.to_numpy()]
         color = verdict_color(verdict)

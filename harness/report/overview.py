@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from harness.report._style import AXIS_LABELS, esc
+from scalerl.harness.report._style import AXIS_LABELS, esc
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -45,8 +45,8 @@ def overview_figure(
 ) -> go.Figure:
     """Compute spent per variant: for each variant one horizontal bar, the sum over its runs of
     their latest compute on ``axis``, stacked by run status; the title carries
-    :func:`status_line`. ``runs`` needs ``run_id, variant, status`` (``db.queries.runs``);
-    ``curves`` the columns of ``db.queries.curves``. A sweep without points says so."""
+    :func:`status_line`. ``runs`` needs ``run_id, variant, status`` (``scalerl.db.queries.runs``);
+    ``curves`` the columns of ``scalerl.db.queries.curves``. A sweep without points says so."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -67,7 +67,7 @@ def overview_figure(
         return fig
     status = runs.set_index(runs["run_id"].astype(str))["status"].astype(str)
     last = last.assign(status=[status.get(str(r), "unknown") for r in last["run_id"]])
-    spent = last.groupby(["status", "variant"])[axis].sum()
+    spent = last.groupby(["status", "variant"], observed=True)[axis].sum()
     for state in sorted(last["status"].unique()):
         fig.add_trace(
             go.Bar(

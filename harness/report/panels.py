@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from harness.report._style import (
+from scalerl.harness.report._style import (
     AXIS_LABELS,
     anchor_id,
     esc,
@@ -33,9 +33,9 @@ from harness.report._style import (
     verdict_color,
     wrap_lines,
 )
-from harness.report.curves import _check_axis, _fit_points, _num, _select_fits, fit_traces
-from harness.report.diagnostics import mechanism_figure
-from harness.report.downsample import display_indices
+from scalerl.harness.report.curves import _check_axis, _fit_points, _num, _select_fits, fit_traces
+from scalerl.harness.report.diagnostics import mechanism_figure
+from scalerl.harness.report.downsample import display_indices
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -252,10 +252,10 @@ def knob_panels(
 ) -> list[KnobPanel]:
     """Every knob's panel, as the report shows them: for each variant but the baseline, its
     reward figure (see the module docstring) and its mechanism figure
-    (:func:`harness.report.diagnostics.mechanism_figure` on ``diagnostics``).
+    (:func:`scalerl.harness.report.diagnostics.mechanism_figure` on ``diagnostics``).
 
-    Frames have the columns of ``db.queries.curves``/``fits``/``verdicts``; ``diagnostics`` holds
-    the ``diag/*`` points (``db.queries.curves`` of those metrics). All reward figures share one
+    Frames have the columns of ``scalerl.db.queries.curves``/``fits``/``verdicts``; ``diagnostics`` holds
+    the ``diag/*`` points (``scalerl.db.queries.curves`` of those metrics). All reward figures share one
     y range. In a notebook: ``for p in knob_panels(...): p.reward.show(); p.mechanism.show()``.
     """
     sweep = _Sweep(

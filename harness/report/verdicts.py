@@ -1,10 +1,10 @@
 """The verdict table, as a Plotly table (notebooks) or an HTML table that sorts and filters.
 
-Built from ``db.queries.verdicts`` frames. Every verdict carries its numbers, so a reader can
+Built from ``scalerl.db.queries.verdicts`` frames. Every verdict carries its numbers, so a reader can
 disagree: the table lists ΔA and ΔB with their intervals, the margin, the smallest detectable
 effects and the reason. In the HTML report each row's knob links to its panel, every header sorts
 (numbers as numbers), and the page's filter box and verdict menu hide rows (see
-:mod:`harness.report.document`). The knob map lives in :mod:`harness.report.knobmap`.
+:mod:`scalerl.harness.report.document`). The knob map lives in :mod:`scalerl.harness.report.knobmap`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from harness.report._style import VERDICT_COLORS, anchor_id, esc, fmt, fmt_interval, verdict_color
-from harness.report.knobmap import knob_map_figure
+from scalerl.harness.report._style import VERDICT_COLORS, anchor_id, esc, fmt, fmt_interval, verdict_color
+from scalerl.harness.report.knobmap import knob_map_figure
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

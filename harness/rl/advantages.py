@@ -20,8 +20,8 @@ centres to exactly 0 and stays 0 in every mode; where a divisor std is 0 the div
 so even ``eps=0`` gives no NaN.
 
 The batch is whatever the caller passes: to normalise over ScaleRL's effective batch, apply the
-zero-variance filter (:func:`harness.rl.filters.zero_variance_keep`) first. Rewards should already
-include any length-control adjustment (:meth:`harness.rl.length.LengthControl.reward_adjustment`).
+zero-variance filter (:func:`scalerl.harness.rl.filters.zero_variance_keep`) first. Rewards should already
+include any length-control adjustment (:meth:`scalerl.harness.rl.length.LengthControl.reward_adjustment`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor
 
-from harness.errors import ConfigError, HarnessError
-from harness.rl.filters import zero_variance_keep
+from scalerl.harness.errors import ConfigError, HarnessError
+from scalerl.harness.rl.filters import zero_variance_keep
 
 __all__ = ["ADVANTAGE_NORMS", "AdvantageMode", "AdvantageNorm", "compute_advantages", "group_centered"]
 

@@ -26,7 +26,7 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor
 
-from harness.errors import ConfigError, HarnessError
+from scalerl.harness.errors import ConfigError, HarnessError
 
 __all__ = ["AGGREGATORS", "AggregationMode", "Aggregator", "aggregate"]
 
@@ -36,7 +36,7 @@ AggregationMode = Literal["prompt_avg", "sample_avg", "token_avg"]
 class Aggregator(ABC):
     """Reduce per-token terms [B, T] to a scalar.
 
-    ``terms`` are already zero where ``mask`` is 0 (the :class:`~harness.rl.losses.PolicyLoss`
+    ``terms`` are already zero where ``mask`` is 0 (the :class:`~scalerl.harness.rl.losses.PolicyLoss`
     contract); ``mask`` [B, T] float/bool marks trained tokens; ``group`` long [B] is each
     sequence's prompt id (any integers; equal ids = same prompt). Pure and stateless.
     """

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from harness.errors import HarnessError
+from scalerl.harness.errors import HarnessError
 
 NAME = "checkpoint"
 FORMAT_VERSION = 1

@@ -1,7 +1,7 @@
 """Compute accounting: every evaluation point carries cumulative compute in every unit.
 
 FLOPs are a deterministic estimate (the usual ``6N`` rule split by phase), with ``N`` the
-non-embedding parameter count (:func:`harness.rl.model.non_embedding_params`):
+non-embedding parameter count (:func:`scalerl.harness.rl.model.non_embedding_params`):
 
 - generation: ``2 N`` per prompt and generated token of every batch the trainer consumed
   (counted when consumed, so PipelineRL's in-flight work enters with the step that uses it);

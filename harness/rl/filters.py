@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from harness.errors import ConfigError, HarnessError
-from harness.recipe.schema import NoPositiveResamplingKnob, ZeroVarianceFilterKnob
+from scalerl.harness.errors import ConfigError, HarnessError
+from scalerl.harness.recipe.schema import NoPositiveResamplingKnob, ZeroVarianceFilterKnob
 
 __all__ = [
     "ZERO_VARIANCE_FILTERS",

@@ -3,7 +3,7 @@
 ``scalerl config`` validates a recipe on any machine, the laptop where it is written included,
 so nothing here opens a file: it says, per field, whether the path is still a placeholder
 (``<...>``, as the examples ship), missing, or present. The trainer itself refuses a placeholder
-or a missing path with a :class:`~harness.errors.ConfigError` when a run starts.
+or a missing path with a :class:`~scalerl.harness.errors.ConfigError` when a run starts.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.recipe.schema import Recipe, ReferenceRunnerConfig, TrlRunnerConfig
+from scalerl.harness.recipe.schema import Recipe, ReferenceRunnerConfig, TrlRunnerConfig
 
 State = Literal["placeholder", "missing", "present"]
 
@@ -26,9 +26,9 @@ class LocalPath:
 
 def local_paths(recipe: Recipe) -> list[LocalPath]:
     """Every local path the recipe's trainer reads, with its state; validates the task's params
-    (a bad one raises :class:`~harness.errors.ConfigError`) without reading its files."""
-    from harness.rl.tasks import make_task
-    from harness.rl.tasks.records import is_placeholder
+    (a bad one raises :class:`~scalerl.harness.errors.ConfigError`) without reading its files."""
+    from scalerl.harness.rl.tasks import make_task
+    from scalerl.harness.rl.tasks.records import is_placeholder
 
     if not isinstance(recipe.runner, ReferenceRunnerConfig | TrlRunnerConfig):
         return []

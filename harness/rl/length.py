@@ -27,8 +27,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from harness.errors import ConfigError
-from harness.recipe.schema import InterruptionParams, LengthControlKnob, LengthPenaltyParams
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.schema import InterruptionParams, LengthControlKnob, LengthPenaltyParams
 
 __all__ = [
     "LENGTH_CONTROLS",

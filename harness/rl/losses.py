@@ -2,7 +2,7 @@
 
 Every loss is a :class:`PolicyLoss` that turns per-token log-probs into per-token loss terms
 ``[B, T]`` (the negated objective, to *minimise*). It does not reduce them: the reduction is the
-aggregation knob's job (:mod:`harness.rl.aggregation`), so "loo-dapo" changes the per-token term
+aggregation knob's job (:mod:`scalerl.harness.rl.aggregation`), so "loo-dapo" changes the per-token term
 and nothing else, and "loo-savg" changes the reduction and nothing else.
 
 Notation (arXiv 2510.13786, §3 and the ScaleRL objective): ``rho = exp(logp - old_logp)`` is the
@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from harness.errors import ConfigError, HarnessError
-from harness.recipe.schema import LossKnob
+from scalerl.harness.errors import ConfigError, HarnessError
+from scalerl.harness.recipe.schema import LossKnob
 
 __all__ = ["CISPO", "DAPO", "GRPO", "GSPO", "LOSSES", "PolicyLoss", "make_loss"]
 

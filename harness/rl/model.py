@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import shutil
@@ -32,22 +33,23 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 from torch import Tensor
 
-from harness.errors import ConfigError
-from harness.recipe.schema import Recipe
-from harness.rl.numerics import Numerics, pin
-from harness.rl.tasks import THINK_END, Task, make_split, make_task
-from harness.rl.tokenizer import TOKENIZER_VERSION, CharTokenizer
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.schema import Recipe
+from scalerl.harness.rl.numerics import Numerics, pin
+from scalerl.harness.rl.tasks import THINK_END, Task, make_split, make_task
+from scalerl.harness.rl.tokenizer import TOKENIZER_VERSION, CharTokenizer
 
 log = logging.getLogger(__name__)
 
 # Bump when the warm start's code or the cache entry's format changes: it is part of the cache key.
 # v3: the key covers the CPU numerics, torch/transformers versions and the full model config.
-POLICY_CODE_VERSION = "tiny-llama-v3"
+# v4: MKL's COMPATIBLE branch (issue 22) and the warm start's batch/schedule options.
+POLICY_CODE_VERSION = "tiny-llama-v4"
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
@@ -248,7 +250,7 @@ def _load_hf(recipe: Recipe, head_fp32: bool) -> Policy:
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    from harness.rl.tasks.records import is_placeholder
+    from scalerl.harness.rl.tasks.records import is_placeholder
 
     m = recipe.model
     path = str(m.path)
@@ -309,7 +311,7 @@ def tiny_cache_key(recipe: Recipe, numerics: Numerics | None = None) -> str:
     Covers: the tiny architecture (the full transformers config it builds, so a transformers
     default that changes is caught too), warm-start steps/lr/seed, the task and its split, the
     tokenizer's vocabulary, the model dtype, the code/format version, the torch and transformers
-    versions and the CPU kernels in effect (:class:`harness.rl.numerics.Numerics`; a policy warmed
+    versions and the CPU kernels in effect (:class:`scalerl.harness.rl.numerics.Numerics`; a policy warmed
     up with other kernels is a different policy, see that module). ``numerics`` None: pin now.
     """
     import transformers
@@ -411,22 +413,43 @@ def warm_start(recipe: Recipe) -> Any:
     with torch_seed(t.warmstart_seed):
         model = _tiny_model(recipe, tok.vocab_size)
         policy = Policy(model, tok, DTYPES[recipe.model.dtype], head_fp32=True, autocast=False)
-        steps, lr = t.warmstart_steps, t.warmstart_lr
-        fit_traces(policy, task, split.train, steps=steps, lr=lr, seed=t.warmstart_seed)
-    log.info("warm-started tiny policy (%d steps)", t.warmstart_steps)
+        loss = fit_traces(
+            policy,
+            task,
+            split.train,
+            steps=t.warmstart_steps,
+            lr=t.warmstart_lr,
+            seed=t.warmstart_seed,
+            batch=t.warmstart_batch,
+            schedule=t.warmstart_schedule,
+        )
+    log.info("warm-started tiny policy (%d steps, last loss %.4f)", t.warmstart_steps, loss)
     return model
 
 
 def fit_traces(
-    policy: Policy, task: Task, problems: Sequence[Any], *, steps: int, lr: float, seed: int, batch: int = 32
+    policy: Policy,
+    task: Task,
+    problems: Sequence[Any],
+    *,
+    steps: int,
+    lr: float,
+    seed: int,
+    batch: int = 32,
+    schedule: Literal["constant", "cosine"] = "constant",
 ) -> float:
     """``steps`` supervised steps (AdamW, clip 1.0) on ``task``'s reference completions of batches
-    drawn from ``problems`` with ``random.Random(seed)``; the caller seeds torch. Returns the
-    last loss (nan when ``steps`` is 0)."""
+    drawn from ``problems`` with ``random.Random(seed)``; the caller seeds torch. ``cosine`` decays
+    the rate from ``lr`` to 0 at the last step, so the weights settle where the data puts them
+    instead of wherever the last constant-rate step left them. Returns the last loss (nan when
+    ``steps`` is 0)."""
     rng = random.Random(seed)
     opt = torch.optim.AdamW(policy.model.parameters(), lr=lr, weight_decay=0.0)
     loss = float("nan")
-    for _ in range(steps):
+    for i in range(steps):
+        if schedule == "cosine":
+            for group in opt.param_groups:
+                group["lr"] = lr * (0.5 * (1.0 + math.cos(math.pi * i / steps)))
         drawn = [problems[rng.randrange(len(problems))] for _ in range(batch)]
         step_loss = sft_loss(policy, task, drawn, rng)
         opt.zero_grad(set_to_none=True)

@@ -1,32 +1,40 @@
 """Bit-reproducible CPU numerics for the reference trainer: threads, kernels, seeds, digests.
 
-Why each setting (measured on the tiny preset, torch 2.13.0 CPU, an AVX-512 Xeon):
+Why each setting (measured on the tiny preset, torch 2.13.0 CPU; bench/README.md, "Warm start"):
 
 - **CPU instruction set.** ATen (elementwise ops, softmax, reductions), MKL (matmul) and oneDNN
-  each pick their kernels by the CPU's instruction set at their first use, and the kernels round
-  differently. Over the 600-step warm start the differences grow into a different policy: the same
-  recipe and seed gave step-0 pass rates of 0.359 (AVX-512 kernels), 0.406 (ATen on AVX2), 0.328
-  (MKL and oneDNN on AVX2) and 0.281 (ATen's baseline kernels). That is the "0.27 on a fresh
-  machine vs 0.359 in bench/README.md" of issue 11: nothing in the recipe differed, the CPU did.
-  :func:`pin` therefore fixes every library to the AVX2 code path, which any x86-64 CPU since
-  ~2013 (Intel Haswell, AMD Zen) has: ``ATEN_CPU_CAPABILITY=avx2``, ``MKL_CBWR=AVX2,STRICT``
-  (MKL's conditional numerical reproducibility mode) and ``ONEDNN_MAX_CPU_ISA=AVX2``. All three
-  are read once, at each library's first kernel call, so they only take effect when :func:`pin`
-  runs before the process computes anything with torch; :func:`pin` reports what is actually in
-  effect (:class:`Numerics`), and that enters the warm-start cache key, so a policy computed with
-  other kernels is never reused as if it were the pinned one. ``SCALERL_CPU_ISA=native`` opts out
-  (the machine's fastest kernels, reproducible only on the same CPU model).
+  each pick their kernels at their first use, and the kernels round differently. ATen and oneDNN
+  pick by instruction set alone; MKL also picks by CPU *vendor*: asked for ``MKL_CBWR=AVX2,STRICT``
+  on an AMD EPYC it runs the same code path as ``SSE4_2`` (weights ``03d03218...``), while an Intel
+  Xeon runs its AVX2 path (``28475842...``), so the old pins held only on Intel (issue 22). MKL's
+  ``COMPATIBLE`` branch is its documented mode for the same results on Intel and non-Intel CPUs,
+  and it gives the same bits on both: measured on a real AMD EPYC and on the same machine with
+  MKL's vendor check answered "Intel" (``bench/warmstart.py`` builds a two-line LD_PRELOAD shim
+  for ``mkl_serv_intel_cpu_true``; that emulation reproduces the Intel pins of the AVX2 branch
+  bit for bit, which is what makes it a faithful stand-in), and
+  ``tests/integration/test_trainer_determinism.py`` repeats that check under both vendor answers
+  on whatever machine runs it. :func:`pin` therefore fixes ``ATEN_CPU_CAPABILITY=avx2`` (any x86-64
+  CPU since ~2013, Intel Haswell or AMD Zen), ``MKL_CBWR=COMPATIBLE`` and ``ONEDNN_MAX_CPU_ISA=AVX2``.
+  All three are read once, at each library's first kernel call, so they only take effect when
+  :func:`pin` runs before the process computes anything with torch; :func:`pin` reports what is
+  actually in effect (:class:`Numerics`), and that enters the warm-start cache key, so a policy
+  computed with other kernels is never reused as if it were the pinned one. ``SCALERL_CPU_ISA=native``
+  opts out (the machine's fastest kernels, reproducible only on the same CPU model).
 - **Threads.** A float reduction split over N threads sums in a different order than over M, so
-  intra-op parallelism can change the bits with the core count. The default is 1 thread per run
-  (``SCALERL_TORCH_THREADS`` overrides): the tiny model's matmuls are too small to gain from more,
-  and the local executor already runs one process per core. Inter-op threads are pinned to 1 too.
+  intra-op parallelism can change the bits. The default is 1 thread per run, whatever the core
+  count (``SCALERL_TORCH_THREADS`` overrides): the tiny model's matmuls are too small to gain from
+  more, and the local executor already runs one process per core. Inter-op threads are pinned to 1
+  too. MKL's AVX2,STRICT mode gave the same bits at 1 and 2 threads; its COMPATIBLE branch does not
+  (measured on the tiny preset), so the thread count is part of the warm-start cache key and of
+  the promise: same bits at the same thread count.
 - **Algorithms and seeds.** ``torch.use_deterministic_algorithms(True)`` makes torch raise instead
   of silently picking a non-deterministic kernel; python ``random``, numpy and torch are seeded
   from the run seed (the trainer's own streams are explicit generators, this covers anything else).
 
 Guaranteed: the same recipe and seed give bit-identical warm-start weights and curves on any
-x86-64 Linux machine with AVX2 and the same torch build (and transformers version), whatever the
-core count, load, number of concurrent runs or cache state. Not guaranteed: another torch or MKL
+x86-64 Linux machine with AVX2, Intel or AMD, with the same torch build (and transformers
+version) and the same thread count (1 by default), whatever the core count, load, number of
+concurrent runs or cache state. Not guaranteed: another thread count, another torch or MKL
 build, a CPU without AVX2, ``SCALERL_CPU_ISA=native``, or a GPU.
 """
 
@@ -43,14 +51,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-# The kernel families pinned per library; see the module docstring for why AVX2.
+# The kernel families pinned per library; see the module docstring for why AVX2 and COMPATIBLE.
 PINNED_ISA_ENV: dict[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",
-    "MKL_CBWR": "AVX2,STRICT",
+    "MKL_CBWR": "COMPATIBLE",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
 }
 DEFAULT_THREADS = 1
@@ -69,12 +77,14 @@ class Numerics:
     pinned: bool  # True when the capability in effect is the pinned one
 
     def key(self) -> dict[str, str]:
-        """The fields that change the bits (thread count does not once pinned: see :func:`pin`)."""
+        """The fields that change the bits, the thread count included (MKL's COMPATIBLE branch
+        splits a matmul differently over 2 threads than over 1)."""
         return {
             "torch": self.torch_version,
             "cpu_capability": self.cpu_capability,
             "mkl_cbwr": self.mkl_cbwr,
             "onednn_isa": self.onednn_isa,
+            "threads": str(self.threads),
         }
 
 
@@ -123,7 +133,7 @@ def pin(threads: int | None = None) -> Numerics:
         log.warning(
             "CPU kernels are %s, not the pinned %s: torch computed something before the trainer "
             "pinned its numerics, so this run is reproducible only on this CPU model "
-            "(start training in a fresh process, or set ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2,STRICT "
+            "(start training in a fresh process, or set ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE "
             "ONEDNN_MAX_CPU_ISA=AVX2 in its environment)",
             capability,
             PINNED_ISA_ENV["ATEN_CPU_CAPABILITY"],

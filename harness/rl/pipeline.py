@@ -28,8 +28,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from harness.recipe.schema import PipelineKnob
-from harness.rl.generation.base import Cohort, Generator, Rollouts
+from scalerl.harness.recipe.schema import PipelineKnob
+from scalerl.harness.rl.generation.base import Cohort, Generator, Rollouts
 
 # Starts a cohort of n prompts x generations on the generator; None when no prompt is left.
 CohortFactory = Callable[[int], Cohort | None]

@@ -1,6 +1,6 @@
 """Which training prompt comes next: epochs of seeded permutations, minus retired prompts.
 
-No-positive-resampling (:class:`harness.rl.filters.ResamplingTracker`) retires prompts whose pass
+No-positive-resampling (:class:`scalerl.harness.rl.filters.ResamplingTracker`) retires prompts whose pass
 rate reached the threshold; the sampler skips a retired prompt at draw time, so once retired a
 prompt is never generated for again (not even later in the same epoch). The position, the
 current permutation and the RNG are part of the checkpoint.
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.rl.filters import ResamplingTracker
+from scalerl.harness.rl.filters import ResamplingTracker
 
 
 class PromptSampler:

@@ -1,6 +1,6 @@
 """Where evaluation points go: the :class:`PointSink` protocol and an in-memory sink for tests.
 
-``db.PointWriter`` implements the same protocol against the results store. Contract: ``add`` may
+``scalerl.db.PointWriter`` implements the same protocol against the results store. Contract: ``add`` may
 be called again for a step already seen (after a resume the trainer re-emits the points between
 the checkpoint and the interruption with identical values); sinks key points by (step, metric).
 ``n`` maps a metric to the number of Bernoulli samples behind its value (``val/pass_rate``:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import string
 from collections.abc import Sequence
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 TOKENIZER_VERSION = "char-v1"
 

@@ -14,7 +14,7 @@ with no download (tests, the README's first try, GPU benches of a model *shape*)
 - :func:`warm_start_checkpoint`: a short supervised phase on a task's reference solutions, through
   the same prompt rendering (chat template) the trainer uses, saved in place.
 
-``python -m harness.rl.toy OUT`` writes ``OUT/train.jsonl``, ``OUT/val.jsonl`` and a warm-started
+``python -m scalerl.harness.rl.toy OUT`` writes ``OUT/train.jsonl``, ``OUT/val.jsonl`` and a warm-started
 ``OUT/checkpoint``; ``recipes/examples/toy-math.yaml`` trains on them.
 """
 
@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import torch
 
-from harness.rl.model import torch_seed
-from harness.rl.tasks import THINK_END, Task
+from scalerl.harness.rl.model import torch_seed
+from scalerl.harness.rl.tasks import THINK_END, Task
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def warm_start_checkpoint(
     float32, CPU), prompts rendered as the trainer renders them, and save it in place."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.rl.model import HFTokenizer, Policy, fit_traces
+    from scalerl.harness.rl.model import HFTokenizer, Policy, fit_traces
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True)
     tok = HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
@@ -173,7 +173,7 @@ def build_toy(
     out: Path, *, n_train: int = 600, n_val: int = 200, warmstart_steps: int = 300, seed: int = 0
 ) -> Path:
     """``out/train.jsonl``, ``out/val.jsonl`` and a warm-started ``out/checkpoint``; returns ``out``."""
-    from harness.rl.tasks import make_task
+    from scalerl.harness.rl.tasks import make_task
 
     train = word_problems(n_train, seed, slip=0.3)
     val = word_problems(n_val, seed + 1)
@@ -197,7 +197,7 @@ def build_toy(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.rl.toy", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m scalerl.harness.rl.toy", description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path, help="directory to write the data and the checkpoint into")
     p.add_argument("--train", type=int, default=600, help="training problems (default 600)")
     p.add_argument("--val", type=int, default=200, help="validation problems (default 200)")

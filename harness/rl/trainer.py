@@ -18,9 +18,9 @@ Validation (``eval.every_steps``, plus step 0 and the last step) samples ``eval.
 per held-out prompt from a generator stream seeded by (seed, step), so it never perturbs training
 and a resumed run re-emits identical points. Each point carries ``n``, the Bernoulli samples
 behind it (``n_val x k`` for ``val/pass_rate``), and the mechanism diagnostics of the steps since
-the previous point (:mod:`harness.rl.diagnostics`).
+the previous point (:mod:`scalerl.harness.rl.diagnostics`).
 
-Reproducibility: the trainer pins its process's numerics first (:func:`harness.rl.numerics.pin`:
+Reproducibility: the trainer pins its process's numerics first (:func:`scalerl.harness.rl.numerics.pin`:
 threads, CPU kernel family, deterministic algorithms) and seeds python, numpy and torch from the
 run seed, so a run is bit-identical on any AVX2 x86-64 machine with the same torch build.
 """
@@ -40,13 +40,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from harness.errors import ConfigError
-from harness.recipe.schema import Recipe
-from harness.rl import checkpoint
-from harness.rl.advantages import compute_advantages
-from harness.rl.aggregation import aggregate
-from harness.rl.compute import ComputeMeter
-from harness.rl.diagnostics import (
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.schema import Recipe
+from scalerl.harness.rl import checkpoint
+from scalerl.harness.rl.advantages import compute_advantages
+from scalerl.harness.rl.aggregation import aggregate
+from scalerl.harness.rl.compute import ComputeMeter
+from scalerl.harness.rl.diagnostics import (
     DiagWindow,
     adv_std,
     lag_stats,
@@ -54,16 +54,16 @@ from harness.rl.diagnostics import (
     ratio_sum,
     zero_var_dropped,
 )
-from harness.rl.filters import ResamplingTracker, make_zero_variance_filter
-from harness.rl.generation.base import Cohort, Generator, Rollouts, SamplingSpec, make_generator
-from harness.rl.length import Interruption, make_length_control
-from harness.rl.losses import make_loss
-from harness.rl.model import Policy, build_policy, non_embedding_params
-from harness.rl.numerics import Numerics, pin, seed_everything
-from harness.rl.pipeline import Schedule, make_schedule
-from harness.rl.sampler import PromptSampler
-from harness.rl.sink import PointSink
-from harness.rl.tasks import Problem, make_split, make_task
+from scalerl.harness.rl.filters import ResamplingTracker, make_zero_variance_filter
+from scalerl.harness.rl.generation.base import Cohort, Generator, Rollouts, SamplingSpec, make_generator
+from scalerl.harness.rl.length import Interruption, make_length_control
+from scalerl.harness.rl.losses import make_loss
+from scalerl.harness.rl.model import Policy, build_policy, non_embedding_params
+from scalerl.harness.rl.numerics import Numerics, pin, seed_everything
+from scalerl.harness.rl.pipeline import Schedule, make_schedule
+from scalerl.harness.rl.sampler import PromptSampler
+from scalerl.harness.rl.sink import PointSink
+from scalerl.harness.rl.tasks import Problem, make_split, make_task
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +292,7 @@ class Trainer:
         return torch.cat(parts)
 
     def _diagnose(self, logp: Tensor, batch: Rollouts, rows: Tensor, adv: Tensor, mask: Tensor) -> None:
-        """Accumulate the per-token diagnostics of the trained rows (see harness.rl.diagnostics)."""
+        """Accumulate the per-token diagnostics of the trained rows (see scalerl.harness.rl.diagnostics)."""
         d = self.stats.diag
         versions, old = batch.versions[rows], batch.logp[rows]
         lag_sum, tokens, lag_max = lag_stats(versions, mask, self.step)
@@ -419,7 +419,7 @@ def train(
     Resumes from ``workdir/checkpoint`` when it exists (the sink then receives points only for
     steps after the checkpoint). Checkpoints every ``recipe.checkpoint_every_steps`` and, when
     ``stop`` is set, after the step in progress, then returns with ``stopped=True``. ``threads``:
-    torch CPU threads (None: ``$SCALERL_TORCH_THREADS``, default 1; see harness.rl.numerics).
+    torch CPU threads (None: ``$SCALERL_TORCH_THREADS``, default 1; see scalerl.harness.rl.numerics).
     """
     workdir = Path(workdir)
     trainer = Trainer(recipe, seed, threads)

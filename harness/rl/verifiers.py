@@ -14,7 +14,7 @@ its own with :func:`register_verifier`. Built-ins: ``math`` (math-verify, sympy 
 A :class:`Scorer` never raises on model output: a ``check`` that raises scores 0.0 and counts in
 ``errors``; one that misses the deadline scores 0.0 and counts in ``timeouts``. Checks that cannot
 hang (``in_process = True``: linear-time string work) run in the caller. The others run in one
-persistent worker process per Scorer (:mod:`harness.rl.verify_worker`), because math-verify's own
+persistent worker process per Scorer (:mod:`scalerl.harness.rl.verify_worker`), because math-verify's own
 time limits use ``signal.alarm``, which raises outside the main thread (the trainer scores from a
 thread), and because a thread stuck in sympy or in the regex engine cannot be interrupted. We
 therefore call math-verify with its timeouts off and kill the worker on a missed deadline instead.
@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.errors import ConfigError, ExecutionError
+from scalerl.harness.errors import ConfigError, ExecutionError
 
 if TYPE_CHECKING:
-    from harness.rl.verify_worker import WorkerProcess
+    from scalerl.harness.rl.verify_worker import WorkerProcess
 
 __all__ = ["VERIFIERS", "Scorer", "Verifier", "get_verifier", "register_verifier"]
 
@@ -374,7 +374,7 @@ class Scorer:
             return 0.0
 
     def _score_in_worker(self, completion: str, answer: str) -> float:
-        from harness.rl.verify_worker import CheckRaised, WorkerDied, WorkerTimeout
+        from scalerl.harness.rl.verify_worker import CheckRaised, WorkerDied, WorkerTimeout
 
         for _attempt in range(2):
             worker = self._worker or self._start_worker()
@@ -400,7 +400,7 @@ class Scorer:
         return 0.0
 
     def _start_worker(self) -> WorkerProcess:
-        from harness.rl.verify_worker import WorkerProcess
+        from scalerl.harness.rl.verify_worker import WorkerProcess
 
         cls = type(self.verifier)
         self._worker = WorkerProcess(

@@ -3,8 +3,8 @@
 Why a process: a verifier check can hang (sympy on ``\\boxed{10^{10^{10}}}`` against ``5``, a regex
 that backtracks catastrophically), and nothing interrupts a Python thread stuck in C code.
 math-verify's own time limits use ``signal.alarm``, which only works in the main thread, and the
-reference trainer scores from a thread. So :class:`~harness.rl.verifiers.Scorer` runs such checks in
-one child process, ``python -m harness.rl.verify_worker``, waits for each reply with a deadline
+reference trainer scores from a thread. So :class:`~scalerl.harness.rl.verifiers.Scorer` runs such checks in
+one child process, ``python -m scalerl.harness.rl.verify_worker``, waits for each reply with a deadline
 (``selectors`` on the pipe, no threads) and kills the child on a miss. Not :mod:`multiprocessing`:
 its spawn mode re-imports the parent's ``__main__`` (a training script).
 
@@ -44,7 +44,7 @@ import weakref
 from collections.abc import Mapping
 from typing import IO, Any
 
-from harness.errors import ExecutionError
+from scalerl.harness.errors import ExecutionError
 
 
 class WorkerTimeout(Exception):
@@ -97,7 +97,7 @@ class WorkerProcess:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.rl.verify_worker"],
+                [sys.executable, "-m", "scalerl.harness.rl.verify_worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,

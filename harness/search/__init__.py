@@ -1,12 +1,13 @@
 """Optuna searches over recipes (``design: optuna``): workers, launch and the trial -> run rules.
 
-The sweep file's ``optuna:`` section is :mod:`harness.recipe.search`; the workers that pull trials
-from the shared study are :mod:`harness.search.worker`; :mod:`harness.search.launch` starts them as
-local processes, one Slurm job array, or in-process (debug). The forecast pruner, usable in any
-Optuna study, is :class:`harness.optuna.ForecastPruner`.
+The sweep file's ``optuna:`` section is :mod:`scalerl.harness.recipe.search`; the workers that pull
+trials from the shared study are :mod:`scalerl.harness.search.worker`;
+:mod:`scalerl.harness.search.launch` starts them as local processes, one Slurm job array, or
+in-process (debug). The forecast pruner, usable in any
+Optuna study, is :class:`scalerl.harness.optuna.ForecastPruner`.
 """
 
-from harness.search.launch import launch_search, wait_search
-from harness.search.worker import SearchWorker, WorkerSpec, run_worker
+from scalerl.harness.search.launch import launch_search, wait_search
+from scalerl.harness.search.worker import SearchWorker, WorkerSpec, run_worker
 
 __all__ = ["SearchWorker", "WorkerSpec", "launch_search", "run_worker", "wait_search"]

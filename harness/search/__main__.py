@@ -1,7 +1,8 @@
-"""``python -m harness.search WORKER.json``: one local search worker (see harness.search.worker)."""
+"""``python -m scalerl.harness.search WORKER.json``: one local search worker (see
+:mod:`scalerl.harness.search.worker`)."""
 
 import sys
 
-from harness.search.worker import main
+from scalerl.harness.search.worker import main
 
 sys.exit(main())

@@ -1,6 +1,6 @@
 """Start a search's workers and follow its study.
 
-- ``local``: ``optuna.workers`` detached processes (``python -m harness.search``), logs and
+- ``local``: ``optuna.workers`` detached processes (``python -m scalerl.harness.search``), logs and
   pid files under ``STATE_DIR/search/``; they outlive the terminal, like the local executor's jobs.
 - ``slurm``: one submitit job array of ``workers`` tasks, each a :class:`SearchWorker` (requeued
   with a checkpoint on preemption / time limit), with the sweep's resources and Slurm profile.
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.errors import ExecutionError
-from harness.execution.spec import Resources
-from harness.search.worker import SearchWorker, WorkerSpec, run_worker
+from scalerl.harness.errors import ExecutionError
+from scalerl.harness.execution.spec import Resources
+from scalerl.harness.search.worker import SearchWorker, WorkerSpec, run_worker
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def launch_search(
     workers: int | None = None,
 ) -> Launched:
     """Start the workers of ``sweep`` (a loaded ``design: optuna`` SweepSpec)."""
-    from harness.search.space import check_space, section
+    from scalerl.harness.search.space import check_space, section
 
     check_space(sweep)  # a bad corner of the space fails here, not in N workers
     n = workers or section(sweep).workers
@@ -75,7 +75,7 @@ def launch_search(
             spec.write(path)
             with (folder / f"worker-{spec.index}.log").open("ab") as log:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "harness.search", str(path)],
+                    [sys.executable, "-m", "scalerl.harness.search", str(path)],
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
@@ -94,8 +94,8 @@ def launch_search(
 def _submit_slurm(specs: list[WorkerSpec], sweep: str, profile: Any, state_dir: Path) -> list[str]:
     import submitit
 
-    from harness.execution.executors.base import ExecutorContext
-    from harness.execution.executors.slurm import SlurmExecutor, _require
+    from scalerl.harness.execution.executors.base import ExecutorContext
+    from scalerl.harness.execution.executors.slurm import SlurmExecutor, _require
 
     _require("sbatch")
     slurm = SlurmExecutor(ExecutorContext(state_dir, profile))
@@ -116,11 +116,11 @@ def _alive(launched: Launched) -> bool:
     if launched.executor == "debug":
         return False
     if launched.executor == "local":
-        from harness.execution.executors.local_files import pid_alive
+        from scalerl.harness.execution.executors.local_files import pid_alive
 
-        return any(pid_alive(int(pid), b"harness.search") for pid in launched.job_ids)
-    from harness.execution.executors.base import ExecutorContext, JobHandle, JobState
-    from harness.execution.executors.slurm import SlurmExecutor
+        return any(pid_alive(int(pid), b"scalerl.harness.search") for pid in launched.job_ids)
+    from scalerl.harness.execution.executors.base import ExecutorContext, JobHandle, JobState
+    from scalerl.harness.execution.executors.slurm import SlurmExecutor
 
     handles = [JobHandle(f"worker-{i}", "slurm", j) for i, j in enumerate(launched.job_ids)]
     states = SlurmExecutor(ExecutorContext(launched.state_dir)).poll(handles)
@@ -166,7 +166,7 @@ def wait_search(
     out: TextIO = sys.stdout,
 ) -> Any:
     """Follow the study until no worker is alive (or ``timeout_s``); returns the study."""
-    from harness.search.worker import open_study
+    from scalerl.harness.search.worker import open_study
 
     study = open_study(sweep, db_url)
     start = time.monotonic()

@@ -1,8 +1,8 @@
 """A finished trial's objective, read from its curve (the fit section's metric on its axis).
 
-- ``forecast``: :func:`harness.analysis.forecast_curve` at ``objective.at`` (the ensemble and its
+- ``forecast``: :func:`scalerl.harness.analysis.forecast_curve` at ``objective.at`` (the ensemble and its
   calibrated interval, chosen by ``bench/forecast.py``); the interval is recorded beside the value.
-- ``fitted_a``: the sigmoid's ceiling (:func:`harness.analysis.fit_sigmoid`, the sweep's window);
+- ``fitted_a``: the sigmoid's ceiling (:func:`scalerl.harness.analysis.fit_sigmoid`, the sweep's window);
   a fit that cannot pin its ceiling (``pre-inflection``, flat) has no objective.
 - ``final``: the mean of the last three points (what a lab reads off a finished run).
 
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import AnalysisError
-from harness.recipe.search import ObjectiveSpec
-from harness.recipe.sweep import FitSpec
+from scalerl.harness.errors import AnalysisError
+from scalerl.harness.recipe.search import ObjectiveSpec
+from scalerl.harness.recipe.sweep import FitSpec
 
 
 class NoObjective(AnalysisError):
@@ -41,7 +41,7 @@ def objective(spec: ObjectiveSpec, fit: FitSpec, compute: np.ndarray, values: np
     if spec.kind == "final":
         return Objective(float(np.mean(y[-3:])), {"kind": "final", "points": int(min(3, len(y)))})
     if spec.kind == "forecast":
-        from harness.analysis import forecast_curve
+        from scalerl.harness.analysis import forecast_curve
 
         assert spec.at is not None  # ObjectiveSpec requires it
         fc = forecast_curve(x, y, [spec.at], level=spec.level)
@@ -57,7 +57,7 @@ def objective(spec: ObjectiveSpec, fit: FitSpec, compute: np.ndarray, values: np
                 "level": spec.level,
             },
         )
-    from harness.analysis import fit_sigmoid
+    from scalerl.harness.analysis import fit_sigmoid
 
     window = fit.window
     fitted = fit_sigmoid(x, y, window=window.start, window_fraction=window.fraction)

@@ -1,6 +1,6 @@
 """From a sweep's ``optuna:`` section to Optuna objects, and from a trial's parameters to a run.
 
-The section itself (and its validation) is :mod:`harness.recipe.search`. Here: the distributions,
+The section itself (and its validation) is :mod:`scalerl.harness.recipe.search`. Here: the distributions,
 the sampler, the pruner, the study's storage at the store's URL, and :func:`trial_variant`, which
 turns a trial's parameters into a sweep variant so the planner's run-id rules apply unchanged (two
 trials that suggest the same parameters are the same run, trained once).
@@ -12,16 +12,16 @@ import inspect
 import math
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
-from harness.recipe.designs import Variant
-from harness.recipe.overrides import Override, check_key
-from harness.recipe.search import OptunaSection
-from harness.recipe.yamlio import Source
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.designs import Variant
+from scalerl.harness.recipe.overrides import Override, check_key
+from scalerl.harness.recipe.search import OptunaSection
+from scalerl.harness.recipe.yamlio import Source
 
 if TYPE_CHECKING:
     import optuna
 
-    from harness.recipe.sweep import SweepSpec
+    from scalerl.harness.recipe.sweep import SweepSpec
 
 
 def section(sweep: SweepSpec) -> OptunaSection:
@@ -66,7 +66,7 @@ def check_space(sweep: SweepSpec) -> None:
     parameter is tried at its bounds (every choice of a categorical) on the base recipe, one at
     a time, so the error names the parameter at fault. (A combination that only fails jointly
     fails its trial, with the recipe error recorded on it.)"""
-    from harness.recipe.planner import variant_recipe
+    from scalerl.harness.recipe.planner import variant_recipe
 
     sec = section(sweep)
     for key, param in sec.space.items():
@@ -144,7 +144,7 @@ def make_pruner(sweep: SweepSpec) -> optuna.pruners.BasePruner:
         if steps is not None:
             base["max_resource"] = steps
     else:
-        from harness.optuna import ForecastPruner
+        from scalerl.harness.optuna import ForecastPruner
 
         factory = ForecastPruner
         base["target"] = pruner_target(sweep)

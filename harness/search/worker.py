@@ -7,11 +7,11 @@ the same study, which lives in an Optuna ``RDBStorage`` at the store's URL. One 
    ``trial-NNNN`` and, through the planner's rules, a run id: identical parameters are one run;
 2. the run is registered in the store under the sweep, with a ``trial`` event carrying the study,
    the trial number and its parameters; the trial records ``run_id`` as a user attribute;
-3. the run trains through the ordinary job body (:func:`harness.execution.job.execute`), whose
+3. the run trains through the ordinary job body (:func:`scalerl.harness.execution.job.execute`), whose
    points are also reported to the trial (``step = round(compute x compute_scale)`` on the fit
    axis); when the pruner says so, the run stops at its next step with a checkpoint and ends as
    ``pruned`` (``scalerl sweep --extend`` can take it further);
-4. a finished run's objective (:mod:`harness.search.objective`) is told to the study.
+4. a finished run's objective (:mod:`scalerl.harness.search.objective`) is told to the study.
 
 Failures and preemption. A worker told to stop (Slurm's USR2 / SIGTERM, ``scalerl cancel``)
 checkpoints its run, fails the trial and enqueues a copy with the same parameters, so whichever
@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING, Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from harness.errors import ConfigError, ExecutionError, HarnessError
-from harness.execution.spec import Resources, RunSpec
+from scalerl.harness.errors import ConfigError, ExecutionError, HarnessError
+from scalerl.harness.execution.spec import Resources, RunSpec
 
 if TYPE_CHECKING:
     import optuna
 
-    from harness.recipe.sweep import SweepSpec
+    from scalerl.harness.recipe.sweep import SweepSpec
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class WorkerReport:
 
 def storage_url(db_url: str | None) -> str:
     """The store's URL with its password, for Optuna (never printed)."""
-    from db.engine import resolve_url
+    from scalerl.db.engine import resolve_url
 
     return resolve_url(db_url).render_as_string(hide_password=False)
 
@@ -113,7 +113,7 @@ def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.
     import optuna
     from optuna import storages
 
-    from harness.search.space import make_pruner, make_sampler, section, study_name
+    from scalerl.harness.search.space import make_pruner, make_sampler, section, study_name
 
     sec = section(sweep)
     url = storage_url(db_url)
@@ -158,7 +158,7 @@ def grid_points(sweep: SweepSpec) -> list[dict[str, Any]]:
     import itertools
     import random
 
-    from harness.search.space import section
+    from scalerl.harness.search.space import section
 
     sec = section(sweep)
     keys = list(sec.space)
@@ -204,7 +204,7 @@ def claimed(study: optuna.Study) -> tuple[int, int]:
 
 def target_trials(sweep: SweepSpec) -> int:
     """``n_trials``, capped by the grid's size for a grid sampler."""
-    from harness.search.space import section
+    from scalerl.harness.search.space import section
 
     sec = section(sweep)
     if sec.sampler.type == "grid":
@@ -241,7 +241,7 @@ class _Reporter:
 
 def _stored_curve(store: Any, sweep: str, run_id: str, metric: str, axis: str) -> tuple[Any, Any]:
     """(compute on ``axis``, values) of one run's stored points, in step order."""
-    from db import queries
+    from scalerl.db import queries
 
     frame = queries.curves(store, sweep, metric=metric, run_ids=[run_id]).sort_values("step")
     return frame[axis].to_numpy(dtype=float), frame["value"].to_numpy(dtype=float)
@@ -249,9 +249,9 @@ def _stored_curve(store: Any, sweep: str, run_id: str, metric: str, axis: str) -
 
 def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerReport:
     """Run trials until ``n_trials`` are claimed or ``stop`` is set; see the module docstring."""
-    import db
-    from harness.recipe import load_sweep
-    from harness.search.space import check_space, section
+    from scalerl import db
+    from scalerl.harness.recipe import load_sweep
+    from scalerl.harness.search.space import check_space, section
 
     stop = stop or threading.Event()
     sweep = load_sweep(spec.sweep_file, list(spec.overrides))
@@ -263,7 +263,7 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerR
     report = WorkerReport()
     from optuna.storages import fail_stale_trials
 
-    from harness.search.space import distributions
+    from scalerl.harness.search.space import distributions
 
     dists = distributions(sec)
     wanted = target_trials(sweep)
@@ -290,12 +290,12 @@ def _run_trial(
 ) -> None:
     from optuna.trial import TrialState
 
-    from db import RunRecord
-    from harness.execution.job import execute
-    from harness.recipe.hashing import RUN_ID_HEX, config_hash
-    from harness.recipe.planner import variant_recipe
-    from harness.search.objective import NoObjective, objective
-    from harness.search.space import section, study_name, trial_variant
+    from scalerl.db import RunRecord
+    from scalerl.harness.execution.job import execute
+    from scalerl.harness.recipe.hashing import RUN_ID_HEX, config_hash
+    from scalerl.harness.recipe.planner import variant_recipe
+    from scalerl.harness.search.objective import NoObjective, objective
+    from scalerl.harness.search.space import section, study_name, trial_variant
 
     sec = section(sweep)
     seed = sweep.seeds[0]
@@ -456,7 +456,7 @@ class SearchWorker(Checkpointable):
         self._thread = thread
 
     def __call__(self) -> dict[str, int]:
-        from harness.execution.job import call_beside_signals
+        from scalerl.harness.execution.job import call_beside_signals
 
         if threading.current_thread() is threading.main_thread():
             # Slurm's SIGTERM (scancel, preemption) stops at the next step with a checkpoint.
@@ -484,10 +484,10 @@ class SearchWorker(Checkpointable):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.search WORKER.json``: one local worker process."""
+    """``python -m scalerl.harness.search WORKER.json``: one local worker process."""
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        print("usage: python -m harness.search WORKER.json", file=sys.stderr)
+        print("usage: python -m scalerl.harness.search WORKER.json", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     spec = WorkerSpec.from_json(Path(args[0]).read_text())

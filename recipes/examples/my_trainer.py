@@ -5,7 +5,7 @@ It "trains" for ``--steps`` steps, producing a sigmoid-shaped pass rate whose ce
 ``--loss`` (so a sweep over it has something to classify), and reports points one of two ways:
 
 * ``--report file``: append JSON lines to ``$SCALERL_METRICS_FILE``, which the harness tails;
-* ``--report client``: ``from harness import client; client.log(...)``.
+* ``--report client``: ``from scalerl.harness import client; client.log(...)``.
 
 It checkpoints its step to ``$SCALERL_CHECKPOINT_DIR/state.json`` every ``--checkpoint-every``
 steps and on SIGTERM (what the harness sends on preemption), and resumes from it. ``--fail-at``
@@ -74,7 +74,7 @@ def main() -> int:
             metrics = {"val/pass_rate": round(value, 6)}
             cost = {"flops": compute, "samples": step * 64.0}
             if args.report == "client":
-                from harness import client
+                from scalerl.harness import client
 
                 client.log(step, metrics, compute=cost)
             else:

@@ -28,7 +28,7 @@ def sum_of_squares(n: int) -> tuple[int, int, str]:
 
 def sacct_states(job_id: str, expected: int, timeout_s: float = 60.0) -> dict[str, str]:
     """Array task id -> state from sacct, polled until all have ended (accounting lags a little)."""
-    from harness.execution.executors.slurm import sacct_states as parse_sacct
+    from scalerl.harness.execution.executors.slurm import sacct_states as parse_sacct
 
     deadline = time.monotonic() + timeout_s
     while True:

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from sqlalchemy import inspect, text
 
-import db
-from db.models import Sweep
-from db.spool import SpoolFile
+from scalerl import db
+from scalerl.db.models import Sweep
+from scalerl.db.spool import SpoolFile
 from tests.fixtures.postgres import PgServer
 
 SWEEP = "loo"

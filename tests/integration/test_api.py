@@ -1,4 +1,4 @@
-"""harness.Sweep end to end: launch on the debug executor (the example command trainer, in this
+"""scalerl.harness.Sweep end to end: launch on the debug executor (the example command trainer, in this
 process), wait, status, curves, fit and report, all through the Python API."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Sweep
+from scalerl.harness import Sweep
 from tests.unit.execution.helpers import expected_steps, write_command_sweep
 
 
@@ -37,7 +37,7 @@ def test_launch_wait_status_curves_fit_report(tmp_path: Path) -> None:
 
     curves = sweep.curves()
     assert set(curves["metric"]) == {"val/pass_rate"}
-    for _, run in curves.groupby("run_id"):
+    for _, run in curves.groupby("run_id", observed=True):
         assert list(run["step"]) == expected_steps(20)
     assert set(sweep.curves(all_metrics=True)["metric"]) >= {"val/pass_rate"}
 
@@ -71,8 +71,8 @@ def test_launch_wait_status_curves_fit_report(tmp_path: Path) -> None:
 def test_wait_times_out_with_the_progress_in_the_error(tmp_path: Path) -> None:
     """On the local executor the runs (10 s each) cannot end within 0.5 s, however busy the
     machine's run slots are; they are cancelled afterwards."""
-    from harness.errors import ExecutionError
-    from harness.execution.cancel import cancel
+    from scalerl.harness.errors import ExecutionError
+    from scalerl.harness.execution.cancel import cancel
 
     path = write_command_sweep(tmp_path, steps=20, executor="local", step_seconds=0.5)
     url = f"sqlite:///{tmp_path / 's.db'}"

@@ -1,6 +1,6 @@
 """The reference trainer on a lab's own model and data (issue 17), end to end on a CPU.
 
-A real Hugging Face checkpoint directory is built on the spot (``harness.rl.toy``: a Llama-style
+A real Hugging Face checkpoint directory is built on the spot (``scalerl.harness.rl.toy``: a Llama-style
 model, a BPE tokenizer trained with ``tokenizers`` and saved with a chat template), warm-started on
 a JSONL of word problems with ``\\boxed{}`` answers, and trained by ``scalerl train`` through the
 ``dataset`` task with the math-verify verifier: points land in a real SQLite store, the pass rate
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.errors import ConfigError
-from harness.recipe import load_recipe
-from harness.rl.sink import ListSink
-from harness.rl.toy import build_toy
-from harness.rl.trainer import Trainer, train
+from scalerl.harness.cli import main
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe import load_recipe
+from scalerl.harness.rl.sink import ListSink
+from scalerl.harness.rl.toy import build_toy
+from scalerl.harness.rl.trainer import Trainer, train
 from tests.integration.test_trainer_resume import StopAt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +42,8 @@ def _overrides(toy: Path, *extra: str) -> list[str]:
 
 
 def test_scalerl_train_on_the_dataset_task_writes_rising_points(toy: Path, tmp_path: Path) -> None:
-    import db
-    from db import queries
+    from scalerl import db
+    from scalerl.db import queries
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     args = ["train", str(RECIPE), *_overrides(toy), "--db", url, "--workdir", str(tmp_path / "w")]

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import db
-from harness.cli import main
+from scalerl import db
+from scalerl.harness.cli import main
 
 pytest.importorskip("mlflow")
 

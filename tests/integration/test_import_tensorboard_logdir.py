@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import db
-from harness.cli import main
-from harness.importers.tensorboard import read_logdir
+from scalerl import db
+from scalerl.harness.cli import main
+from scalerl.harness.importers.tensorboard import read_logdir
 
 pytest.importorskip("tensorboard")
 

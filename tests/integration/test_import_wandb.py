@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import db
-from harness.cli import main
-from harness.errors import ImportFormatError
-from harness.importers.wandb_runs import read_wandb_offline, read_wandb_project
+from scalerl import db
+from scalerl.harness.cli import main
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers.wandb_runs import read_wandb_offline, read_wandb_project
 
 pytest.importorskip("wandb")
 

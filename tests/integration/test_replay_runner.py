@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 import yaml
 
-import db
-from db import RunRecord, queries
-from harness.execution.job import execute
-from harness.execution.submit import register
-from harness.execution.sweep import Prepared, launch, prepare
-from harness.importers import read_curves
+from scalerl import db
+from scalerl.db import RunRecord, queries
+from scalerl.harness.execution.job import execute
+from scalerl.harness.execution.submit import register
+from scalerl.harness.execution.sweep import Prepared, launch, prepare
+from scalerl.harness.importers import read_curves
 
 REAL = Path("/work/shared/data/real-rl-curves")
 WANDB = REAL / "wandb-export-deep-grpo" / "tree_methods_training_instability__test_reward.csv"

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from harness.cli import main
+from scalerl.harness.cli import main
 from tests.fixtures import chromium, report_sweep
 from tests.fixtures.chromium import ChromiumError, PageResult, chromium_binary, load_page
 from tests.fixtures.real import unavailable

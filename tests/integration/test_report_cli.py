@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from scalerl.harness.cli import main
 from tests.fixtures import report_sweep
 
 
 @pytest.fixture(scope="module")
 def store_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    import db
-    from db.records import RunRecord
+    from scalerl import db
+    from scalerl.db.records import RunRecord
 
     url = f"sqlite:///{tmp_path_factory.mktemp('cli') / 'store.db'}"
     report_sweep.write_sweep(url, n_points=32)
@@ -53,8 +53,8 @@ def test_report_computes_fits_when_none_are_stored(
 
 
 def test_report_uses_stored_fits(store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import db
-    from harness.analysis.sweep import FitRequest, fit_sweep
+    from scalerl import db
+    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep
 
     store = db.open_store(store_url)
     fit_sweep(store, report_sweep.SWEEP, FitRequest(axis="gpu_hours", n_boot=20))

@@ -19,9 +19,9 @@ import optuna
 import pytest
 import yaml
 
-import db
-from db import queries
-from harness.search import WorkerSpec, run_worker
+from scalerl import db
+from scalerl.db import queries
+from scalerl.harness.search import WorkerSpec, run_worker
 from tests.unit.execution.helpers import REPO, expected_steps, write_command_sweep
 
 
@@ -178,7 +178,7 @@ def test_local_workers_share_one_study_from_the_cli(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     sweep = write_search(tmp_path, n_trials=5, workers=2, executor="local", step_seconds=0.01)
     done = subprocess.run(
-        [sys.executable, "-m", "harness", "sweep", str(sweep), "--db", url, "--state-dir",
+        [sys.executable, "-m", "scalerl.harness", "sweep", str(sweep), "--db", url, "--state-dir",
          str(tmp_path / "st"), "--wait"],
         capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ},
     )  # fmt: skip
@@ -196,7 +196,7 @@ def test_local_workers_share_one_study_from_the_cli(tmp_path: Path) -> None:
         log = (tmp_path / "st" / "search" / f"worker-{i}.log").read_text()
         assert f"scalerl search worker {i}:" in log
     fit = subprocess.run(
-        [sys.executable, "-m", "harness", "fit", "srch", "--db", url],
+        [sys.executable, "-m", "scalerl.harness", "fit", "srch", "--db", url],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )  # fmt: skip
     assert fit.returncode == 0, fit.stderr[-2000:]
@@ -204,9 +204,9 @@ def test_local_workers_share_one_study_from_the_cli(tmp_path: Path) -> None:
 
 
 def test_a_space_corner_that_breaks_the_recipe_is_refused_before_any_worker(tmp_path: Path) -> None:
-    from harness.errors import ConfigError
-    from harness.recipe import load_sweep
-    from harness.search.space import check_space
+    from scalerl.harness.errors import ConfigError
+    from scalerl.harness.recipe import load_sweep
+    from scalerl.harness.search.space import check_space
 
     sweep = write_search(tmp_path)
     spec = yaml.safe_load(sweep.read_text())
@@ -224,7 +224,7 @@ def test_search_workers_run_as_one_slurm_job_array(slurm_cluster: Any, tmp_path:
     url = f"sqlite:///{tmp_path / 's.db'}"
     sweep = write_search(tmp_path, n_trials=4, workers=2, executor="slurm", step_seconds=0.01)
     done = subprocess.run(
-        [sys.executable, "-m", "harness", "sweep", str(sweep), "--db", url, "--state-dir",
+        [sys.executable, "-m", "scalerl.harness", "sweep", str(sweep), "--db", url, "--state-dir",
          str(tmp_path / "st"), "--profile", str(REPO / "slurm" / "profiles" / "testbed.yaml"), "--wait"],
         capture_output=True, text=True, timeout=420, cwd=REPO, env={**os.environ},
     )  # fmt: skip

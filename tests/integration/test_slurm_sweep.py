@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-import db
-from db import queries
-from harness.execution.sweep import launch, prepare
+from scalerl import db
+from scalerl.db import queries
+from scalerl.harness.execution.sweep import launch, prepare
 from tests.unit.execution.helpers import REPO, expected_steps, wait_until_done, write_command_sweep
 
 pytestmark = pytest.mark.slurm

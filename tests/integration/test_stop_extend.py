@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
-import db
-from db import queries
-from harness.analysis.verdicts import Verdict
-from harness.cli import main
-from harness.execution.decide import DecideMonitor
-from harness.execution.runners.reference import ReferenceRunner
-from harness.execution.status import poll_jobs
-from harness.execution.sweep import extend, launch, prepare
+from scalerl import db
+from scalerl.db import queries
+from scalerl.harness.analysis.verdicts import Verdict
+from scalerl.harness.cli import main
+from scalerl.harness.execution.decide import DecideMonitor
+from scalerl.harness.execution.runners.reference import ReferenceRunner
+from scalerl.harness.execution.status import poll_jobs
+from scalerl.harness.execution.sweep import extend, launch, prepare
 from tests.unit.execution.helpers import REPO
 
 # The deterministic columns of a point (wall-clock gpu_hours differ between any two runs).
@@ -129,7 +129,7 @@ def test_stop_when_decided_keeps_the_checkpoint_and_extend_finishes_the_run(tmp_
         time.sleep(0.2)
     assert sorted(s.variant for s in monitor.stopped) == ["baseline", variant]
     # The jobs stop at their next step boundary, checkpointed.
-    from harness.execution.status import latest_handles
+    from scalerl.harness.execution.status import latest_handles
 
     handles = latest_handles(store, "sd")
     while time.monotonic() < deadline and any(s.alive for s in poll_jobs(handles).values()):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-import db
+from scalerl import db
 
 N_PROC = 16
 STEPS = 10_000  # x 2 metrics = 20,000 points per process
@@ -47,7 +47,7 @@ def _run_concurrently(url: str, tmp_path: Path) -> None:
     # forkserver: the server imports db once; each writer is then a cheap fork of a clean,
     # single-threaded process (16 cold interpreter starts would dominate on 2 cores).
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["db", __name__])
+    ctx.set_forkserver_preload(["scalerl.db", __name__])
     go, out = ctx.Event(), ctx.Queue()
     procs = [
         ctx.Process(target=_worker, args=(url, rid, a, str(tmp_path / "spool"), go, out))

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-import db
-from harness.cli import main as cli_main
+from scalerl import db
+from scalerl.harness.cli import main as cli_main
 from tests.fixtures.postgres import PgServer
 
 SWEEP = "faults"
@@ -158,7 +158,7 @@ def test_sigkill_keeps_everything_acknowledged(backend: Backend, tmp_path: Path)
     store, _ = _setup(url)
     spool, acked_file = tmp_path / "spool", tmp_path / "acked"
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["db", __name__])
+    ctx.set_forkserver_preload(["scalerl.db", __name__])
     pause = ctx.Event()
     proc = ctx.Process(target=_killable_writer, args=(url, str(spool), str(acked_file), pause))
     proc.start()
@@ -196,7 +196,7 @@ def test_sigkill_keeps_everything_acknowledged(backend: Backend, tmp_path: Path)
 def test_fast_sqlite_reader_survives_interrupts_and_a_killed_helper(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ADBC helper (db.fastread): ignores Ctrl-C (its own session, SIGINT ignored), comes back
+    """The ADBC helper (scalerl.db.fastread): ignores Ctrl-C (its own session, SIGINT ignored), comes back
     after kill -9 without a warning, and answers exactly what the Core path answers."""
     store = db.open_store(f"sqlite:///{tmp_path / 'fast.db'}")
     store.ensure_sweep(SWEEP, {})
@@ -211,7 +211,7 @@ def test_fast_sqlite_reader_survives_interrupts_and_a_killed_helper(
         w.add(5, {"m": float("nan")}, {})
     reader = store.fast_reader()
     assert reader is not None
-    caplog.set_level(logging.WARNING, logger="db.queries")
+    caplog.set_level(logging.WARNING, logger="scalerl.db.queries")
     fast = db.curves(store, SWEEP)
     proc = reader._proc
     assert proc is not None and os.getsid(proc.pid) != os.getsid(0)  # its own session

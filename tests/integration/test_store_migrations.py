@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
-import db
-from db import schema
-from db.engine import make_engine, resolve_url
-from harness.cli import main as cli_main
+from scalerl import db
+from scalerl.db import schema
+from scalerl.db.engine import make_engine, resolve_url
+from scalerl.harness.cli import main as cli_main
 from tests.fixtures.postgres import PgServer
 
 

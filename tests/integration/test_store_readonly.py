@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import db
-from harness.cli import main
+from scalerl import db
+from scalerl.harness.cli import main
 from tests.unit.analysis.sweeps import synthetic_sweep
 
 SPEC = {"fit": {"metric": "val/pass_rate", "axis": "flops", "window": {"start": 0.0}, "margin": 0.02}}

@@ -11,16 +11,16 @@ import sys
 import time
 from pathlib import Path
 
-import db
-from db import queries
-from harness.execution.executors.local_files import LocalLayout
+from scalerl import db
+from scalerl.db import queries
+from scalerl.harness.execution.executors.local_files import LocalLayout
 from tests.unit.execution.helpers import REPO, expected_steps, wait_until_done, write_command_sweep
 
 
 def _scalerl(*args: str, env_extra: dict[str, str] | None = None, timeout: float = 240) -> str:
     env = {**os.environ, **(env_extra or {})}
     done = subprocess.run(
-        [sys.executable, "-m", "harness", *args],
+        [sys.executable, "-m", "scalerl.harness", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import db
-from db import queries
-from harness.execution.sweep import launch, prepare
-from harness.importers.tensorboard import read_logdir
+from scalerl import db
+from scalerl.db import queries
+from scalerl.harness.execution.sweep import launch, prepare
+from scalerl.harness.importers.tensorboard import read_logdir
 
 pytest.importorskip("tensorboard")
 

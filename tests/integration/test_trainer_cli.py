@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cli import main
+from scalerl.harness.cli import main
 from tests.unit.rl.micro import _policy_cache, micro_recipe
 
 __all__ = ["_policy_cache"]
@@ -24,8 +24,8 @@ def _recipe_file(tmp_path: Path) -> Path:
 
 
 def test_train_streams_points_into_a_sqlite_store(tmp_path: Path) -> None:
-    import db
-    from db import queries
+    from scalerl import db
+    from scalerl.db import queries
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     cfg = _recipe_file(tmp_path)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.recipe.loader import load_recipe
-from harness.rl.sink import ListSink
-from harness.rl.trainer import train
+from scalerl.harness.recipe.loader import load_recipe
+from scalerl.harness.rl.sink import ListSink
+from scalerl.harness.rl.trainer import train
 
 ROOT = Path(__file__).resolve().parents[2]
 

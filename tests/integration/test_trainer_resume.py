@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.rl.sink import ListSink
-from harness.rl.trainer import train
+from scalerl.harness.rl.sink import ListSink
+from scalerl.harness.rl.trainer import train
 from tests.unit.rl.micro import _policy_cache, micro_recipe
 
 __all__ = ["_policy_cache"]

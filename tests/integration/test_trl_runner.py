@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-import db
-from db import queries
-from harness.analysis.sweep import fit_sweep
-from harness.execution.job import execute
-from harness.execution.submit import register
-from harness.execution.sweep import launch, prepare
+from scalerl import db
+from scalerl.db import queries
+from scalerl.harness.analysis.sweep import fit_sweep
+from scalerl.harness.execution.job import execute
+from scalerl.harness.execution.submit import register
+from scalerl.harness.execution.sweep import launch, prepare
 
 pytest.importorskip("trl")
 
@@ -65,7 +65,7 @@ def test_three_variant_trl_sweep_runs_to_a_verdict_table(tmp_path: Path) -> None
     assert list(runs["status"]) == ["completed"] * 3, runs["error"].tolist()
     curves = queries.curves(store, "trl-loo", metric="val/pass_rate")
     expected = list(range(0, STEPS + 1, EVERY))
-    for _, run in curves.groupby("run_id"):
+    for _, run in curves.groupby("run_id", observed=True):
         assert sorted(run["step"]) == expected
         assert set(run["n"]) == {32}  # 16 prompts x k=2
         assert run["value"].between(0.0, 1.0).all()

@@ -1,4 +1,4 @@
-"""harness.Sweep (harness/api.py) plans what ``scalerl plan`` plans, and fails as the loader does."""
+"""scalerl.harness.Sweep (harness/api.py) plans what ``scalerl plan`` plans, and fails as the loader does."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import ConfigError, Sweep
-from harness.cli import main
+from scalerl.harness import ConfigError, Sweep
+from scalerl.harness.cli import main
 from tests.unit.execution.helpers import REPO
 
 TINY_LOO = REPO / "recipes" / "tiny-loo.yaml"
@@ -71,7 +71,7 @@ def test_a_bad_dict_names_the_field_and_no_temporary_file() -> None:
 
 
 def test_open_needs_an_existing_store_and_sweep(tmp_path: Path) -> None:
-    from harness.errors import StoreError
+    from scalerl.harness.errors import StoreError
 
     with pytest.raises(StoreError):
         Sweep.open("nope", db=f"sqlite:///{tmp_path / 'missing.db'}")
@@ -85,9 +85,14 @@ def test_a_sweep_opened_by_name_cannot_plan(tmp_path: Path) -> None:
 
 
 def test_import_harness_stays_light() -> None:
-    code = "import harness, sys; print('harness.api' in sys.modules, 'pandas' in sys.modules)"
+    code = (
+        "import sys, scalerl; print('scalerl.harness' in sys.modules); import scalerl.harness; "
+        "print('scalerl.harness.api' in sys.modules, 'pandas' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "False"]
-    code = "import harness; from harness import Sweep; print(Sweep.__module__)"
+    assert out.split() == ["False", "False", "False"]
+    code = (
+        "from scalerl.harness import Sweep; import scalerl; print(Sweep.__module__, scalerl.Sweep is Sweep)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "harness.api"
+    assert out.split() == ["scalerl.harness.api", "True"]

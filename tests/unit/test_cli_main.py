@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from scalerl.harness.cli import main
 
 TINY_LOO = Path(__file__).resolve().parents[2] / "recipes" / "tiny-loo.yaml"
 
@@ -41,7 +41,7 @@ def test_verbose_works_after_the_command_and_a_closed_pipe_is_quiet(tmp_path: Pa
     assert main(["plan", sweep, "-v"]) == 0
     # The reader is gone before the command writes a byte (as `| head` is after its lines).
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "plan", sweep, "--json"],
+        [sys.executable, "-m", "scalerl.harness", "plan", sweep, "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
@@ -52,7 +52,7 @@ def test_verbose_works_after_the_command_and_a_closed_pipe_is_quiet(tmp_path: Pa
 
 
 def test_exit_codes_say_what_went_wrong(tmp_path: Path) -> None:
-    from harness.errors import (
+    from scalerl.harness.errors import (
         AnalysisError,
         ConfigError,
         ExecutionError,

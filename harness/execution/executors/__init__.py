@@ -4,7 +4,7 @@ The built-in executors register themselves when :func:`get_executor` first impor
 importing this package (as every job process does) loads none of them.
 """
 
-from harness.execution.executors.base import (
+from scalerl.harness.execution.executors.base import (
     EXECUTORS,
     Executor,
     ExecutorContext,

@@ -20,9 +20,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.errors import ConfigError
-from harness.execution.profile import SlurmProfile
-from harness.execution.spec import RunSpec
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.profile import SlurmProfile
+from scalerl.harness.execution.spec import RunSpec
 
 
 class JobState(StrEnum):
@@ -91,7 +91,7 @@ def register_executor(name: str) -> Callable[[type[Executor]], type[Executor]]:
 
 
 def get_executor(name: str, ctx: ExecutorContext) -> Executor:
-    from harness.execution.executors import debug, local, slurm  # noqa: F401  (they register)
+    from scalerl.harness.execution.executors import debug, local, slurm  # noqa: F401  (they register)
 
     try:
         return EXECUTORS[name](ctx)

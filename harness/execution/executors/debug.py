@@ -10,9 +10,9 @@ import logging
 import os
 from collections.abc import Sequence
 
-from harness.execution.executors.base import Executor, JobHandle, JobState, register_executor
-from harness.execution.job import SweepJob
-from harness.execution.spec import RunSpec
+from scalerl.harness.execution.executors.base import Executor, JobHandle, JobState, register_executor
+from scalerl.harness.execution.job import SweepJob
+from scalerl.harness.execution.spec import RunSpec
 
 log = logging.getLogger(__name__)
 

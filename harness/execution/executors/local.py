@@ -16,9 +16,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from harness.execution.executors.base import Executor, JobHandle, JobState, register_executor
-from harness.execution.executors.local_files import LocalLayout, pid_alive, try_lock
-from harness.execution.spec import RunSpec
+from scalerl.harness.execution.executors.base import Executor, JobHandle, JobState, register_executor
+from scalerl.harness.execution.executors.local_files import LocalLayout, pid_alive, try_lock
+from scalerl.harness.execution.spec import RunSpec
 
 SCHEDULER_START_S = 60.0
 
@@ -51,7 +51,7 @@ class LocalExecutor(Executor):
                     [
                         sys.executable,
                         "-m",
-                        "harness.execution.executors.local_scheduler",
+                        "scalerl.harness.execution.executors.local_scheduler",
                         str(self.ctx.state_dir),
                         str(parallel),
                         str(threads),

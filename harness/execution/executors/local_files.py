@@ -87,7 +87,7 @@ def acquire_slot(max_parallel: int) -> IO[str] | None:
     return None
 
 
-def pid_alive(pid: int, marker: bytes = b"harness.execution") -> bool:
+def pid_alive(pid: int, marker: bytes = b"scalerl.harness.execution") -> bool:
     """True when ``pid`` is a live harness process whose command line holds ``marker`` (a job's,
     by default; guards against pid reuse)."""
     try:

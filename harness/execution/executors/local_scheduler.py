@@ -1,9 +1,9 @@
 """The local executor's detached scheduler: runs a sweep's queue with a concurrency limit.
 
-``python -m harness.execution.executors.local_scheduler STATE_DIR MAX_PARALLEL`` is spawned by
+``python -m scalerl.harness.execution.executors.local_scheduler STATE_DIR MAX_PARALLEL`` is spawned by
 ``scalerl sweep`` in its own session so the command can return while runs go on. It holds
 ``scheduler.lock`` while alive (one scheduler per sweep), starts queued specs as
-``python -m harness.execution.job SPEC local`` when a machine-wide slot is free, records each
+``python -m scalerl.harness.execution.job SPEC local`` when a machine-wide slot is free, records each
 job's pid and exit status, and exits when the queue is empty and nothing runs.
 
 Hand-over without a lost submission: a submitter writes its queue files first and only then
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from harness.execution.executors.local_files import LocalLayout, acquire_slot, try_lock
+from scalerl.harness.execution.executors.local_files import LocalLayout, acquire_slot, try_lock
 
-log = logging.getLogger("harness.execution.local_scheduler")
+log = logging.getLogger("scalerl.harness.execution.local_scheduler")
 
 TICK_S = 0.5
 
@@ -47,7 +47,7 @@ def _start(layout: LocalLayout, spec_path: Path, slot: IO[str], threads: int) ->
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with (layout.logs / f"{run_id}.log").open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.execution.job", str(target), "local"],
+            [sys.executable, "-m", "scalerl.harness.execution.job", str(target), "local"],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

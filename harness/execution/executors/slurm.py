@@ -19,10 +19,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from harness.errors import ExecutionError
-from harness.execution.executors.base import Executor, JobHandle, JobState, register_executor
-from harness.execution.job import SweepJob
-from harness.execution.spec import Resources, RunSpec
+from scalerl.harness.errors import ExecutionError
+from scalerl.harness.execution.executors.base import Executor, JobHandle, JobState, register_executor
+from scalerl.harness.execution.job import SweepJob
+from scalerl.harness.execution.spec import Resources, RunSpec
 
 _ALIVE = {
     "PENDING",

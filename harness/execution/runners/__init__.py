@@ -1,8 +1,8 @@
 """Runners registry: ``reference`` (the built-in trainer), ``command`` (a lab's own script),
 ``replay`` (a recorded curve replayed as if training) and ``trl`` (TRL's GRPOTrainer)."""
 
-from harness.execution.runners import command, reference, replay, trl
-from harness.execution.runners.base import RUNNERS, Outcome, RunContext, Runner, Sink, get_runner
+from scalerl.harness.execution.runners import command, reference, replay, trl
+from scalerl.harness.execution.runners.base import RUNNERS, Outcome, RunContext, Runner, Sink, get_runner
 
 __all__ = [
     "RUNNERS",

@@ -2,7 +2,7 @@
 
 A runner is looked up by the recipe's ``runner.type`` in :data:`RUNNERS`. Contract:
 
-- ``run`` writes every point through ``ctx.sink`` (a ``db.PointWriter`` in real jobs) and returns
+- ``run`` writes every point through ``ctx.sink`` (a ``scalerl.db.PointWriter`` in real jobs) and returns
   :attr:`Outcome.COMPLETED` when the run reached its budget, or :attr:`Outcome.STOPPED` when
   ``ctx.stop`` was set (preemption / time limit) and the run checkpointed so a later attempt can
   resume from ``ctx.workdir``.
@@ -20,12 +20,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from harness.errors import ConfigError
-from harness.execution.spec import RunSpec
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.spec import RunSpec
 
 
 class Sink(Protocol):
-    """Structurally the trainer's ``PointSink`` (``db.PointWriter`` satisfies it)."""
+    """Structurally the trainer's ``PointSink`` (``scalerl.db.PointWriter`` satisfies it)."""
 
     def add(
         self,
@@ -98,7 +98,7 @@ def register_runner(name: str) -> Callable[[type[Runner]], type[Runner]]:
 
 def get_runner(name: str) -> Runner:
     # Importing the package registers the built-in runners.
-    import harness.execution.runners  # noqa: F401
+    import scalerl.harness.execution.runners  # noqa: F401
 
     try:
         return RUNNERS[name]()

@@ -1,10 +1,10 @@
 """The ``command`` runner: launch a lab's own training command for one variant.
 
-``argv`` and ``env`` are templated (see :mod:`harness.execution.runners.template`). The script
+``argv`` and ``env`` are templated (see :mod:`scalerl.harness.execution.runners.template`). The script
 gets ``SCALERL_RUN_ID``, ``SCALERL_ATTEMPT``, ``SCALERL_CHECKPOINT_DIR``, ``SCALERL_METRICS_FILE``
 and, when the sweep named a database, ``SCALERL_DB_URL``. It reports points either through
-:mod:`harness.client` or by appending JSONL lines to ``SCALERL_METRICS_FILE``, which this runner
-tails while the script runs (format: :mod:`harness.execution.runners.metrics_file`; a line may
+:mod:`scalerl.harness.client` or by appending JSONL lines to ``SCALERL_METRICS_FILE``, which this runner
+tails while the script runs (format: :mod:`scalerl.harness.execution.runners.metrics_file`; a line may
 carry ``"n": {"val/pass_rate": 512}``, the samples behind a rate, so its noise is known). A
 non-zero exit fails the run with the tail of its stderr.
 
@@ -22,13 +22,13 @@ import threading
 import time
 from pathlib import Path
 
-from harness.errors import ConfigError, ExecutionError
-from harness.execution.runners.base import NullSink, Outcome, RunContext, Runner, register_runner
-from harness.execution.runners.metrics_file import MetricsTail
-from harness.execution.runners.tail import follow
-from harness.execution.runners.template import Template, run_fields
-from harness.execution.spec import RunSpec
-from harness.recipe.schema import CommandRunnerConfig
+from scalerl.harness.errors import ConfigError, ExecutionError
+from scalerl.harness.execution.runners.base import NullSink, Outcome, RunContext, Runner, register_runner
+from scalerl.harness.execution.runners.metrics_file import MetricsTail
+from scalerl.harness.execution.runners.tail import follow
+from scalerl.harness.execution.runners.template import Template, run_fields
+from scalerl.harness.execution.spec import RunSpec
+from scalerl.harness.recipe.schema import CommandRunnerConfig
 
 POLL_S = 0.25
 STDERR_TAIL_BYTES = 4000

@@ -6,7 +6,7 @@ One JSON object per line::
 
 ``metrics`` may be left out, in which case every other numeric top-level key is a metric
 (``{"step": 10, "val/pass_rate": 0.41}``). An optional ``"n": {"val/pass_rate": 512}`` gives the
-number of Bernoulli samples behind a rate (its binomial noise; see harness.analysis.noise): each
+number of Bernoulli samples behind a rate (its binomial noise; see scalerl.harness.analysis.noise): each
 key one of the line's metrics, each value an integer >= 1. Only complete lines (ending in a
 newline) are read, so a line the script is still writing is picked up on a later poll, never
 half. Within one tailer the file is read once (a byte offset); across attempts the store's
@@ -20,8 +20,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ImportFormatError
-from harness.execution.runners.base import Sink
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.execution.runners.base import Sink
 
 _RESERVED = {"step", "metrics", "compute", "n"}
 

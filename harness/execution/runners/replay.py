@@ -1,12 +1,12 @@
 """The ``replay`` runner: replay a recorded curve point by point, as if training.
 
-``runner: {type: replay, file: exports/run.csv}`` (any format :mod:`harness.importers` reads;
+``runner: {type: replay, file: exports/run.csv}`` (any format :mod:`scalerl.harness.importers` reads;
 ``run`` names one run of a file that holds several, ``format`` overrides detection) or
 ``runner: {type: replay, run_id: <id>}`` (a run in the store; ``db_url`` names another store than
 the job's). Searches, pruners and stop rules can then be tested and benchmarked exactly and
 cheaply on real curves, through the same writer, fencing and resume paths as a real run.
 
-Contract (see :mod:`harness.execution.runners.base`):
+Contract (see :mod:`scalerl.harness.execution.runners.base`):
 
 - The source is read once per attempt. Its points are grouped by step (one ``sink.add`` per
   step, all selected ``metrics`` of that step together, with the sample counts ``n`` a stored
@@ -50,13 +50,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, ExecutionError, ImportFormatError
-from harness.execution.runners.base import Outcome, RunContext, Runner, register_runner
-from harness.execution.spec import RunSpec
-from harness.recipe.schema import BudgetConfig, ReplayRunnerConfig
+from scalerl.harness.errors import ConfigError, ExecutionError, ImportFormatError
+from scalerl.harness.execution.runners.base import Outcome, RunContext, Runner, register_runner
+from scalerl.harness.execution.spec import RunSpec
+from scalerl.harness.recipe.schema import BudgetConfig, ReplayRunnerConfig
 
 CHECKPOINT = "replay.json"
-STORED_UNITS = ("gpu_hours", "flops", "tokens", "samples", "wall_s")  # db.models.COMPUTE_UNITS
+STORED_UNITS = ("gpu_hours", "flops", "tokens", "samples", "wall_s")  # scalerl.db.models.COMPUTE_UNITS
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ def _group(
 
 
 def _file_points(cfg: ReplayRunnerConfig) -> list[ReplayPoint]:
-    from harness.importers import read_curves
-    from harness.importers.ingest import compute_for, infer_unit
+    from scalerl.harness.importers import read_curves
+    from scalerl.harness.importers.ingest import compute_for, infer_unit
 
     assert cfg.file is not None
     path = Path(cfg.file).expanduser()
@@ -227,7 +227,7 @@ def _check_store_source(cfg: ReplayRunnerConfig, own_run_id: str | None) -> str:
 
 
 def _require_run(cfg: ReplayRunnerConfig, db_url: str | None, own_run_id: str | None) -> None:
-    import db
+    from scalerl import db
 
     run_id = _check_store_source(cfg, own_run_id)
     store = db.open_store(cfg.db_url or db_url)
@@ -238,8 +238,8 @@ def _require_run(cfg: ReplayRunnerConfig, db_url: str | None, own_run_id: str | 
 
 
 def _store_points(cfg: ReplayRunnerConfig, db_url: str | None, own_run_id: str | None) -> list[ReplayPoint]:
-    import db
-    from db import queries
+    from scalerl import db
+    from scalerl.db import queries
 
     run_id = _check_store_source(cfg, own_run_id)
     store = db.open_store(cfg.db_url or db_url)

@@ -2,7 +2,7 @@
 
 A lab whose trainer already logs to TensorBoard (verl and OpenRLHF with
 ``trainer.logger=[...,tensorboard]``) needs no code change: the command runner polls the run's
-directory with :class:`harness.importers.tensorboard.LogdirTail` (the importer's own framing,
+directory with :class:`scalerl.harness.importers.tensorboard.LogdirTail` (the importer's own framing,
 checksums and parsing, read incrementally) and writes the new points through ``ctx.sink``::
 
     runner:
@@ -17,7 +17,7 @@ Each polled step becomes one ``sink.add(step, metrics, compute)``; a step whose 
 two polls is two adds (the store keys points by run, metric and step, so that is one curve, and a
 step logged again, by a resumed trainer, keeps the later value, as the importer does). Compute is
 the step or the wall time since the run's first scalar, times a scale. Only the job's owner
-(rank 0, :mod:`harness.execution.rank`) runs a runner, so only rank 0 tails. A new attempt re-reads
+(rank 0, :mod:`scalerl.harness.execution.rank`) runs a runner, so only rank 0 tails. A new attempt re-reads
 the directory from the start; that is idempotent.
 """
 
@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.execution.runners.base import RunContext, Sink
-from harness.execution.runners.template import Template, run_fields
-from harness.importers.tensorboard import LogdirTail
-from harness.recipe.schema import CommandRunnerConfig, TensorBoardCompute
+from scalerl.harness.execution.runners.base import RunContext, Sink
+from scalerl.harness.execution.runners.template import Template, run_fields
+from scalerl.harness.importers.tensorboard import LogdirTail
+from scalerl.harness.recipe.schema import CommandRunnerConfig, TensorBoardCompute
 
 log = logging.getLogger(__name__)
 

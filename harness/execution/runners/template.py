@@ -20,7 +20,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -102,7 +102,7 @@ class Template:
 
 def run_fields(ctx: Any) -> dict[str, object]:
     """The run's own placeholders (``{seed}``, ``{workdir}``, ``{attempt}`` ...) for one attempt
-    (``ctx``: a :class:`harness.execution.runners.base.RunContext`); the recipe's values come from
+    (``ctx``: a :class:`scalerl.harness.execution.runners.base.RunContext`); the recipe's values come from
     the resolved config. ``{metrics_file}`` is the command runner's to add."""
     spec = ctx.spec
     return {

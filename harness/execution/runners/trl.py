@@ -49,11 +49,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.execution.runners.base import Outcome, RunContext, Runner, register_runner
-from harness.execution.spec import RunSpec
-from harness.recipe.schema import Recipe, TrlRunnerConfig
-from harness.rl.tasks import Problem
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.runners.base import Outcome, RunContext, Runner, register_runner
+from scalerl.harness.execution.spec import RunSpec
+from scalerl.harness.recipe.schema import Recipe, TrlRunnerConfig
+from scalerl.harness.rl.tasks import Problem
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ def char_tokenizer() -> Any:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from harness.rl.tokenizer import SPECIALS, CharTokenizer
+    from scalerl.harness.rl.tokenizer import SPECIALS, CharTokenizer
 
     vocab = CharTokenizer().vocab
     tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(vocab)}, unk_token="<pad>"))
@@ -256,8 +256,8 @@ class TrlRunner(Runner):
             ) from None
         from datasets import Dataset  # comes with trl
 
-        from harness.rl.model import build_policy, non_embedding_params
-        from harness.rl.tasks import make_split, make_task
+        from scalerl.harness.rl.model import build_policy, non_embedding_params
+        from scalerl.harness.rl.tasks import make_split, make_task
 
         if ignored:
             self._record_ignored(ctx, ignored)
@@ -320,7 +320,7 @@ class TrlRunner(Runner):
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         (ctx.workdir / UNSUPPORTED_FILE).write_text(json.dumps({"ignored": ignored}, indent=1))
         if ctx.db_url is not None and last_checkpoint(ctx.workdir) is None:  # once, at the start
-            import db
+            from scalerl import db
 
             store = db.open_store(ctx.db_url)
             try:
@@ -395,7 +395,8 @@ def _make_stream(
                 self.reward = float(logs["reward"])
             if logs and "num_tokens" in logs:
                 tokens = float(logs["num_tokens"])
-                # 2N per token generated/forwarded + 6N trained: the usual estimate (harness.rl.compute)
+                # 2N per token generated/forwarded + 6N trained: the usual estimate
+                # (scalerl.harness.rl.compute)
                 self.compute["flops"] = 8.0 * n_params * tokens
                 self.compute["tokens"] = tokens
 

@@ -1,6 +1,6 @@
 """Generation backends behind one interface (:mod:`.base`): ``hf`` (transformers) and ``vllm``."""
 
-from harness.rl.generation.base import (
+from scalerl.harness.rl.generation.base import (
     GENERATORS,
     Cohort,
     Generator,

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def register_generator(name: str) -> Callable[[Callable[..., Generator]], Callab
 
 def make_generator(name: str, policy: Any, options: Any = None) -> Generator:
     """The backend ``name`` on ``policy``; ``options`` is the recipe's ``generation`` section."""
-    from harness.rl.generation import hf, vllm  # noqa: F401  (register the built-in backends)
+    from scalerl.harness.rl.generation import hf, vllm  # noqa: F401  (register the built-in backends)
 
     if name not in GENERATORS:
         raise ConfigError(

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from harness.rl.generation.base import Cohort, Generator, Rollouts, SamplingSpec, register_generator
+from scalerl.harness.rl.generation.base import Cohort, Generator, Rollouts, SamplingSpec, register_generator
 
 _NEVER = 1 << 30  # "no interruption" as an integer budget
 

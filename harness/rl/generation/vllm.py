@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from harness.errors import ConfigError
-from harness.rl.generation.base import Cohort, Generator, Rollouts, SamplingSpec, register_generator
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.rl.generation.base import Cohort, Generator, Rollouts, SamplingSpec, register_generator
 
 
 def _require_vllm() -> Any:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from harness.errors import ConfigError
-from harness.rl.tasks.base import THINK_END, Problem, Task, register_task
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.rl.tasks.base import THINK_END, Problem, Task, register_task
 
 LABELS = "abcdefghijklmnopqrstuvwxyz"
 

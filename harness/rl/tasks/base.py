@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 THINK_END = "</think>"
 
@@ -109,7 +109,7 @@ def register_task(cls: type[Task]) -> type[Task]:
 
 def make_task(name: str, params: Mapping[str, Any]) -> Task:
     """Instantiate a registered task; unknown names and bad params raise :class:`ConfigError`."""
-    from harness.rl.tasks import arith, dataset  # noqa: F401  (registers the built-in tasks)
+    from scalerl.harness.rl.tasks import arith, dataset  # noqa: F401  (registers the built-in tasks)
 
     if name not in TASKS:
         raise ConfigError("unknown task", field="task.name", value=name, fix=f"use one of {sorted(TASKS)}")

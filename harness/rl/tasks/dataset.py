@@ -27,7 +27,7 @@ Validation is exactly one of ``val_path`` (another file), ``val_split`` (another
 
 Scoring: the answer region is the text after the last end-of-thinking marker (the whole completion
 when there is none, or 0.0 with ``require_think_end``), judged by the ``verifier`` (``math``,
-``exact``, ``regex``; :mod:`harness.rl.verifiers`) with ``verifier_params`` and
+``exact``, ``regex``; :mod:`scalerl.harness.rl.verifiers`) with ``verifier_params`` and
 ``verifier_timeout_s``; the scorer starts on first use. Data is read once, on first use, and
 :meth:`DatasetTask.fingerprint` digests its bytes and the params that shape problems, so a run
 does not resume on changed data.
@@ -46,12 +46,19 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
-from harness.rl.tasks.base import THINK_END, Problem, Split, Task, register_task
-from harness.rl.tasks.records import READERS, Records, digest, format_by_suffix, is_placeholder, read_records
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.rl.tasks.base import THINK_END, Problem, Split, Task, register_task
+from scalerl.harness.rl.tasks.records import (
+    READERS,
+    Records,
+    digest,
+    format_by_suffix,
+    is_placeholder,
+    read_records,
+)
 
 if TYPE_CHECKING:
-    from harness.rl.verifiers import Scorer
+    from scalerl.harness.rl.verifiers import Scorer
 
 __all__ = ["DatasetTask", "is_placeholder"]
 
@@ -158,7 +165,7 @@ class DatasetTask(Task):
         if self.verifier_timeout_s <= 0:
             raise _bad("verifier_timeout_s", self.verifier_timeout_s, "must be > 0", "use e.g. 5.0")
         try:
-            from harness.rl.verifiers import VERIFIERS
+            from scalerl.harness.rl.verifiers import VERIFIERS
         except ImportError:  # pragma: no cover - the verifiers module is part of the trainer
             return
         if self.verifier not in VERIFIERS:
@@ -235,7 +242,7 @@ class DatasetTask(Task):
         st = self._state
         with st.lock:
             if st.scorer is None:
-                from harness.rl.verifiers import get_verifier
+                from scalerl.harness.rl.verifiers import get_verifier
 
                 params = dict(self.verifier_params)
                 st.scorer = get_verifier(self.verifier, timeout_s=self.verifier_timeout_s, **params)

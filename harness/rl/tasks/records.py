@@ -3,7 +3,7 @@
 Three readers, selected by ``task.params.format`` (:data:`READERS`): JSON Lines, Parquet, and a
 directory written by ``datasets.Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``. Nothing is
 ever downloaded. Every reader returns :class:`Records` in file order and raises
-:class:`~harness.errors.ConfigError` naming the file (and the line) on unreadable data; ``pyarrow``
+:class:`~scalerl.harness.errors.ConfigError` naming the file (and the line) on unreadable data; ``pyarrow``
 and ``datasets`` are imported only when a file of theirs is read.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
+from scalerl.harness.errors import ConfigError
 
 __all__ = ["READERS", "Records", "digest", "format_by_suffix", "is_placeholder", "read_records"]
 

@@ -9,10 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.analysis.curve import FitOptions, sigmoid_curve
-from harness.analysis.fitters import FITTERS, PaperGridFitter, fit_sigmoid, fit_sigmoid_many, get_fitter
-from harness.analysis.powerlaw import fit_power_law
-from harness.errors import ConfigError
+from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
+from scalerl.harness.analysis.fitters import (
+    FITTERS,
+    PaperGridFitter,
+    fit_sigmoid,
+    fit_sigmoid_many,
+    get_fitter,
+)
+from scalerl.harness.analysis.powerlaw import fit_power_law
+from scalerl.harness.errors import ConfigError
 
 C = np.geomspace(500, 30_000, 40)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import db
-from harness.cli import main
+from scalerl import db
+from scalerl.harness.cli import main
 from tests.unit.analysis.sweeps import TRUTH, synthetic_sweep
 
 SPEC = {"fit": {"metric": "val/pass_rate", "axis": "flops", "window": {"start": 0.0}, "margin": 0.02}}
@@ -124,9 +124,9 @@ def test_fit_prints_the_same_forecasts_as_forecast_curve(
 ) -> None:
     import numpy as np
 
-    from harness.analysis.forecaster import forecast_curve
-    from harness.analysis.sweep import group_curves
-    from harness.analysis.uncertainty import pool
+    from scalerl.harness.analysis.forecaster import forecast_curve
+    from scalerl.harness.analysis.sweep import group_curves
+    from scalerl.harness.analysis.uncertainty import pool
 
     assert main(["fit", "loo", "--db", store_url, "--boot", "20"]) == 0
     out = capsys.readouterr().out

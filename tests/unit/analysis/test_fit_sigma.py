@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analysis.curve import SIGMA_FLOOR, FitOptions, prepare, sigmoid_curve
-from harness.analysis.fitters import fit_sigmoid, fit_sigmoid_many
-from harness.analysis.uncertainty import bootstrap_fits
-from harness.errors import ConfigError
+from scalerl.harness.analysis.curve import SIGMA_FLOOR, FitOptions, prepare, sigmoid_curve
+from scalerl.harness.analysis.fitters import fit_sigmoid, fit_sigmoid_many
+from scalerl.harness.analysis.uncertainty import bootstrap_fits
+from scalerl.harness.errors import ConfigError
 
 C = np.geomspace(500, 30_000, 40)
 TRUE = (0.2, 0.70, 1.5, 2000.0)  # r0, A, B, C_mid: the inflection sits in the precise first half

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis import forecast_curve, forecast_curves, forecast_reach
-from harness.analysis.curve import sigmoid_curve
-from harness.analysis.forecaster import DEFAULT_CALIBRATION, EnsembleSettings
-from harness.errors import ConfigError
-from harness.importers import read_curves
+from scalerl.harness.analysis import forecast_curve, forecast_curves, forecast_reach
+from scalerl.harness.analysis.curve import sigmoid_curve
+from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION, EnsembleSettings
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.importers import read_curves
 
 REAL = Path("/work/shared/data/real-rl-curves")
 C = np.geomspace(100, 1e4, 40)
@@ -177,7 +177,7 @@ def test_reach() -> None:
 
 
 def test_cli_forecast_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.cli import main
+    from scalerl.harness.cli import main
     from tests.fixtures.report_sweep import C_MAX, METRIC, SWEEP, write_sweep
 
     url = f"sqlite:///{tmp_path / 's.db'}"

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.curve import FitOptions, sigmoid_curve
-from harness.analysis.noise import binomial_se, point_se, residual_se, window_se
-from harness.analysis.sweep import analyze_frame
-from harness.analysis.verdicts import VariantCurves, VerdictOptions, classify, collapse
+from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
+from scalerl.harness.analysis.noise import binomial_se, point_se, residual_se, window_se
+from scalerl.harness.analysis.sweep import analyze_frame
+from scalerl.harness.analysis.verdicts import VariantCurves, VerdictOptions, classify, collapse
 
 # The demo's shape: 300 steps evaluated every 10 (30 points), pass rate rising from ~0.36 to a
 # plateau near 0.6, each point a pass rate over n = 128 samples (about +/-0.043 of noise).

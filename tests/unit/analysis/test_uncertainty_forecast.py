@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.curve import FitOptions, SigmoidFit, sigmoid_curve
-from harness.analysis.forecast import (
+from scalerl.harness.analysis.curve import FitOptions, SigmoidFit, sigmoid_curve
+from scalerl.harness.analysis.forecast import (
     backtest_many,
     backtest_power_law,
     forecast_compute_to_reach,
     forecast_value,
 )
-from harness.analysis.uncertainty import bootstrap_fits, pool, seed_noise
-from harness.importers import read_curves
+from scalerl.harness.analysis.uncertainty import bootstrap_fits, pool, seed_noise
+from scalerl.harness.importers import read_curves
 
 REAL = Path("/work/shared/data/real-rl-curves")
 C = np.geomspace(500, 30_000, 40)

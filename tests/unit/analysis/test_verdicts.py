@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from harness.analysis.curve import FitOptions, sigmoid_curve
-from harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
+from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
+from scalerl.harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
 from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
 
 FAST = VerdictOptions(n_boot=100)
@@ -132,7 +132,7 @@ def test_seed_noise_on_real_replicate_runs() -> None:
     # (sd ~0.04 per step) is mistaken for a collapse, and the ceilings agree within the margin.
     from pathlib import Path
 
-    from harness.importers import read_curves
+    from scalerl.harness.importers import read_curves
 
     files = sorted(Path("/work/shared/data/real-rl-curves/verl-fork-parsed").glob("*.csv"))
     curves = [read_curves(f, metric="critic/rewards/mean")[0] for f in files]
@@ -217,8 +217,8 @@ def test_a_rising_curve_already_above_the_baseline_ceiling_is_a_mover_by_its_low
 def test_seed_noise_counts_only_seeds_that_pin_their_ceiling() -> None:
     """An extrapolated per-seed A (at the bound, or far above the run's highest value) is not a
     measured ceiling: it must not inflate the seed noise that sets the margin (issue 11)."""
-    from harness.analysis.curve import SigmoidFit
-    from harness.analysis.verdicts import PINNED_A_TOLERANCE, _pins_ceiling
+    from scalerl.harness.analysis.curve import SigmoidFit
+    from scalerl.harness.analysis.verdicts import PINNED_A_TOLERANCE, _pins_ceiling
 
     curve = (np.arange(1.0, 11.0), np.linspace(0.3, 0.6, 10))  # highest value 0.6
 

@@ -73,9 +73,9 @@ def wait_until_done(store: Any, sweep: str, timeout_s: float) -> Any:
     """Sync job states until every run of ``sweep`` is completed or failed; returns the runs frame."""
     import time
 
-    from db import queries
-    from harness.execution.progress import snapshot
-    from harness.execution.status import sync
+    from scalerl.db import queries
+    from scalerl.harness.execution.progress import snapshot
+    from scalerl.harness.execution.status import sync
 
     deadline = time.monotonic() + timeout_s
     while True:

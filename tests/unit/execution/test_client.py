@@ -1,4 +1,4 @@
-"""harness.client: a lab's script logs points (with their sample counts) into the run's store."""
+"""scalerl.harness.client: a lab's script logs points (with their sample counts) into the run's store."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-import db
-from harness import client
-from harness.errors import ConfigError
+from scalerl import db
+from scalerl.harness import client
+from scalerl.harness.errors import ConfigError
 
 
 def test_client_log_carries_n_into_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,8 +35,8 @@ def test_client_log_carries_n_into_the_store(tmp_path: Path, monkeypatch: pytest
 
 def test_only_rank_0_logs(monkeypatch: pytest.MonkeyPatch) -> None:
     """On rank 1 (SLURM_PROCID / RANK) log() is a no-op: it needs no run and opens no store."""
-    from harness import client
-    from harness.execution.rank import process_rank
+    from scalerl.harness import client
+    from scalerl.harness.execution.rank import process_rank
 
     monkeypatch.delenv("SCALERL_RUN_ID", raising=False)
     monkeypatch.delenv("RANK", raising=False)

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.execution.executors import slurm
-from harness.execution.executors.base import ExecutorContext, JobHandle, JobState
-from harness.execution.progress import Throttle
-from harness.execution.sweep import resolve_profile
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.executors import slurm
+from scalerl.harness.execution.executors.base import ExecutorContext, JobHandle, JobState
+from scalerl.harness.execution.progress import Throttle
+from scalerl.harness.execution.sweep import resolve_profile
 
 
 def test_poll_asks_squeue_for_this_users_jobs_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -34,7 +34,7 @@ def test_poll_asks_squeue_for_this_users_jobs_only(monkeypatch: pytest.MonkeyPat
 
 def test_the_scheduler_is_polled_at_most_every_poll_s(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
-    monkeypatch.setattr("harness.execution.progress.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("scalerl.harness.execution.progress.time.monotonic", lambda: now[0])
     hits: list[float] = []
     throttle = Throttle(lambda: hits.append(now[0]), 60.0)
     for t in range(0, 181, 2):  # a --wait loop ticking every 2 s for 3 minutes

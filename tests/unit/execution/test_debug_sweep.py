@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import db
-from db import queries
-from harness.execution.sweep import launch, prepare
+from scalerl import db
+from scalerl.db import queries
+from scalerl.harness.execution.sweep import launch, prepare
 from tests.unit.execution.helpers import expected_steps, write_command_sweep
 
 
@@ -77,7 +77,7 @@ def test_client_reporting_writes_points_with_the_attempt(tmp_path: Path) -> None
 
 
 def test_unknown_executor_names_the_valid_ones(tmp_path: Path) -> None:
-    from harness.errors import ConfigError
+    from scalerl.harness.errors import ConfigError
 
     sweep = write_command_sweep(tmp_path)
     with pytest.raises(ConfigError, match=r"--executor='nope'.*\['debug', 'local', 'slurm'\]"):
@@ -85,7 +85,7 @@ def test_unknown_executor_names_the_valid_ones(tmp_path: Path) -> None:
 
 
 def test_bad_placeholder_is_reported_before_anything_is_submitted(tmp_path: Path) -> None:
-    from harness.errors import ConfigError
+    from scalerl.harness.errors import ConfigError
 
     sweep = write_command_sweep(tmp_path, extra_args=("--lr", "{optimizer.learning_rate}"))
     with pytest.raises(ConfigError) as err:

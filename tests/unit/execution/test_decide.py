@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-import db
-from db import RunRecord, queries
-from harness.analysis.curve import sigmoid_curve
-from harness.analysis.decision import decided
-from harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
-from harness.execution.decide import DecideMonitor, plan_stops
+from scalerl import db
+from scalerl.db import RunRecord, queries
+from scalerl.harness.analysis.curve import sigmoid_curve
+from scalerl.harness.analysis.decision import decided
+from scalerl.harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
+from scalerl.harness.execution.decide import DecideMonitor, plan_stops
 from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
 
 FAST = VerdictOptions(n_boot=100)
@@ -181,8 +181,8 @@ def test_the_monitor_is_throttled(tmp_path: Path) -> None:
 
 
 def test_fit_says_what_would_decide_each_undecided_knob() -> None:
-    from harness.analysis.decision import what_decides
-    from harness.analysis.verdicts import SweepAnalysis
+    from scalerl.harness.analysis.decision import what_decides
+    from scalerl.harness.analysis.verdicts import SweepAnalysis
 
     # A mover whose dA interval [+0.001, +0.099] straddles the margin 0.02: se = 0.098 / 3.92 =
     # 0.025, distance 0.05 - 0.02 = 0.03, so 2.80 x se' <= 0.03 needs se' <= 0.0107, i.e.
@@ -203,8 +203,8 @@ def test_fit_says_what_would_decide_each_undecided_knob() -> None:
 
 
 def test_the_sweep_file_validates_stop_when_and_confidence() -> None:
-    from harness.errors import ConfigError
-    from harness.recipe import load_sweep
+    from scalerl.harness.errors import ConfigError
+    from scalerl.harness.recipe import load_sweep
     from tests.unit.execution.helpers import REPO
 
     loo = REPO / "recipes" / "tiny-loo.yaml"

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from submitit.helpers import DelayedSubmission
 
-import db
-from db import RunRecord, queries
-from harness.execution.job import SweepJob
-from harness.execution.runners import base
-from harness.execution.runners.base import Outcome, RunContext, Runner
-from harness.execution.spec import RunSpec
-from harness.recipe import Recipe
+from scalerl import db
+from scalerl.db import RunRecord, queries
+from scalerl.harness.execution.job import SweepJob
+from scalerl.harness.execution.runners import base
+from scalerl.harness.execution.runners.base import Outcome, RunContext, Runner
+from scalerl.harness.execution.spec import RunSpec
+from scalerl.harness.recipe import Recipe
 
 STEPS = 30
 
@@ -124,7 +124,7 @@ def test_completed_run_is_skipped_without_a_new_attempt(spec: RunSpec) -> None:
 def test_a_failure_before_the_attempt_starts_is_recorded_on_the_run(
     spec: RunSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness.errors import ExecutionError, HarnessError
+    from scalerl.harness.errors import ExecutionError, HarnessError
 
     def broken(self: CountingRunner, workdir: Path) -> int | None:
         raise HarnessError(f"{workdir}/ckpt.json: unreadable checkpoint; fix: delete it")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ImportFormatError
-from harness.execution.runners.metrics_file import MetricsTail
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.execution.runners.metrics_file import MetricsTail
 
 
 class Sink:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.execution.profile import load_profile
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.profile import load_profile
 from tests.unit.execution.helpers import REPO
 
 
@@ -53,7 +53,7 @@ def test_missing_file_says_where_profiles_are(tmp_path: Path) -> None:
 
 def test_a_profile_reads_yaml_like_a_recipe(tmp_path: Path) -> None:
     """One loader: YAML 1.2 scalars (``off`` stays a string), and errors carry the key's line."""
-    from harness.execution.profile import load_profile
+    from scalerl.harness.execution.profile import load_profile
 
     path = tmp_path / "p.yaml"
     path.write_text("partition: off\nqos: normal\n")

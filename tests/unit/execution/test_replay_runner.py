@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError, ExecutionError
-from harness.execution.runners import get_runner
-from harness.execution.runners.base import Outcome, RunContext
-from harness.execution.runners.replay import CHECKPOINT, ReplayRunner, check_sources
-from harness.execution.spec import RunSpec
-from harness.importers import read_curves
-from harness.recipe.loader import load_recipe
-from harness.recipe.schema import Recipe
+from scalerl.harness.errors import ConfigError, ExecutionError
+from scalerl.harness.execution.runners import get_runner
+from scalerl.harness.execution.runners.base import Outcome, RunContext
+from scalerl.harness.execution.runners.replay import CHECKPOINT, ReplayRunner, check_sources
+from scalerl.harness.execution.spec import RunSpec
+from scalerl.harness.importers import read_curves
+from scalerl.harness.recipe.loader import load_recipe
+from scalerl.harness.recipe.schema import Recipe
 
 REAL = Path("/work/shared/data/real-rl-curves")
 WANDB = REAL / "wandb-export-deep-grpo" / "tree_methods_training_instability__test_reward.csv"
@@ -289,7 +289,7 @@ def test_unknown_metric_and_unknown_column_are_named(tmp_path: Path) -> None:
 
 
 def test_unknown_stored_run_names_the_run_id(tmp_path: Path) -> None:
-    import db
+    from scalerl import db
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     db.open_store(url).close()

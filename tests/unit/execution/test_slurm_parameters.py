@@ -6,10 +6,10 @@ from pathlib import Path
 
 from submitit.slurm.slurm import _make_sbatch_string
 
-from harness.execution.executors.base import ExecutorContext
-from harness.execution.executors.slurm import SlurmExecutor
-from harness.execution.profile import load_profile
-from harness.execution.spec import Resources
+from scalerl.harness.execution.executors.base import ExecutorContext
+from scalerl.harness.execution.executors.slurm import SlurmExecutor
+from scalerl.harness.execution.profile import load_profile
+from scalerl.harness.execution.spec import Resources
 from tests.unit.execution.helpers import REPO
 
 

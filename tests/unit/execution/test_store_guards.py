@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.execution.sweep import job_db_url, prepare
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.sweep import job_db_url, prepare
 from tests.unit.execution.helpers import REPO, write_command_sweep
 
 SECRET = "hunter2-secret"
@@ -54,17 +54,17 @@ def test_a_run_whose_points_the_store_refused_ends_failed_naming_the_spool(
 ) -> None:
     """The store breaks mid-run (here: every point write fails, as after a truncated file): the
     trainer still reaches its budget, but the run must end failed, with the spool's path."""
-    import db
-    from db.errors import StoreUnavailableError
-    from db.store import Store
-    from harness.errors import ExecutionError
-    from harness.execution.job import execute
+    from scalerl import db
+    from scalerl.db.errors import StoreUnavailableError
+    from scalerl.db.store import Store
+    from scalerl.harness.errors import ExecutionError
+    from scalerl.harness.execution.job import execute
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     sweep = write_command_sweep(tmp_path, steps=10, executor="debug")
     prepared = prepare(sweep, [], executor="local", profile=None, db_url=url, state_dir=tmp_path / "st")
     store = db.open_store(url)
-    from harness.execution.submit import register
+    from scalerl.harness.execution.submit import register
 
     register(store, "cmd", {}, prepared.planned)
     spec = prepared.specs[0]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.execution.runners.tail import TensorBoardTail
-from harness.importers.tensorboard import LogdirTail, read_logdir
-from harness.recipe.schema import CommandRunnerConfig, TensorBoardCompute
+from scalerl.harness.execution.runners.tail import TensorBoardTail
+from scalerl.harness.importers.tensorboard import LogdirTail, read_logdir
+from scalerl.harness.recipe.schema import CommandRunnerConfig, TensorBoardCompute
 
 pytest.importorskip("tensorboard")
 
@@ -101,8 +101,8 @@ def test_records_match_the_importer_point_for_point(tmp_path: Path) -> None:
             fh.write(data[cut : cut + 61])
         for tag, pts in reader.poll().items():
             got.setdefault(tag, []).extend(pts)
-    from harness.importers.base import LossLog
-    from harness.importers.tensorboard import _read_events
+    from scalerl.harness.importers.base import LossLog
+    from scalerl.harness.importers.tensorboard import _read_events
 
     whole, _ = _read_events(path, LossLog())
     assert got == dict(whole)  # same steps, wall times, values and record numbers

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.execution.runners.base import RunContext
-from harness.execution.runners.command import build_command, check_templates
-from harness.execution.runners.template import Template, flatten
-from harness.execution.spec import RunSpec
-from harness.recipe.schema import Recipe
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.runners.base import RunContext
+from scalerl.harness.execution.runners.command import build_command, check_templates
+from scalerl.harness.execution.runners.template import Template, flatten
+from scalerl.harness.execution.spec import RunSpec
+from scalerl.harness.recipe.schema import Recipe
 
 
 def _template() -> Template:

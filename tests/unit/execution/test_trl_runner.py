@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.execution.runners.base import get_runner
-from harness.execution.runners.trl import Verifier, char_tokenizer, grpo_config_kwargs, max_steps
-from harness.recipe.schema import Recipe
-from harness.rl.tasks import make_task
-from harness.rl.tokenizer import CharTokenizer
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.runners.base import get_runner
+from scalerl.harness.execution.runners.trl import Verifier, char_tokenizer, grpo_config_kwargs, max_steps
+from scalerl.harness.recipe.schema import Recipe
+from scalerl.harness.rl.tasks import make_task
+from scalerl.harness.rl.tokenizer import CharTokenizer
 
 # Every knob on an alternative TRL expresses (the ScaleRL defaults elsewhere).
 EXPRESSIBLE = {
@@ -63,7 +63,7 @@ def test_an_inexpressible_knob_is_refused_by_name(knob: str, choice: str, reason
 
 
 def test_check_specs_refuses_before_submission() -> None:
-    from harness.execution.runners.trl import check_specs
+    from scalerl.harness.execution.runners.trl import check_specs
 
     ok: Any = SimpleNamespace(typed_recipe=recipe)
     bad: Any = SimpleNamespace(typed_recipe=lambda: recipe(pipeline="pipeline_rl"))
@@ -172,7 +172,7 @@ def test_verifier_scores_with_the_task() -> None:
 
 
 def test_ignored_knobs_are_recorded_with_the_run(tmp_path: Path) -> None:
-    from harness.execution.runners.trl import UNSUPPORTED_FILE, TrlRunner
+    from scalerl.harness.execution.runners.trl import UNSUPPORTED_FILE, TrlRunner
 
     ctx: Any = SimpleNamespace(workdir=tmp_path, db_url=None)
     TrlRunner._record_ignored(ctx, ["knobs.pipeline.choice=pipeline_rl: x"])

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import db
-from harness.cli import main
+from scalerl import db
+from scalerl.harness.cli import main
 
 REAL = Path("/work/shared/data/real-rl-curves")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import ImportFormatError
-from harness.importers import detect, read_curves
-from harness.importers.ingest import infer_unit, run_id_for
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers import detect, read_curves
+from scalerl.harness.importers.ingest import infer_unit, run_id_for
 
 REAL = Path("/work/shared/data/real-rl-curves")
 WANDB = REAL / "wandb-export-deep-grpo"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ImportFormatError
-from harness.importers import detect, read_curves
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers import detect, read_curves
 
 SPEEDRL = Path("/work/shared/data/real-rl-curves/speedrl-dapo-json")
 FIRST = SPEEDRL / "1.5B-Math-DAPO-NuminaMath-N24" / "processed_metrics.json"

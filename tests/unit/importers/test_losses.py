@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import db
-from harness.cli import main
-from harness.errors import ImportFormatError
-from harness.importers import read_curves
-from harness.importers.base import LOSS_POLICY, read_file
+from scalerl import db
+from scalerl.harness.cli import main
+from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers import read_curves
+from scalerl.harness.importers.base import LOSS_POLICY, read_file
 
 REAL = Path("/work/shared/data/real-rl-curves")
 TB = REAL / "tensorboard-verl-async" / "q3b_fsdp_base.tfevents"  # 6,260 records, 6,259 points

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.importers.mapping import RunMapping, RunRole, from_flags, load_mapping
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.importers.mapping import RunMapping, RunRole, from_flags, load_mapping
 
 RUNS = {
     "a": {"loss": "grpo", "seed": "0"},

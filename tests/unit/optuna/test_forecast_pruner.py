@@ -11,10 +11,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from harness.analysis.curve import sigmoid_curve
-from harness.errors import ConfigError
-from harness.importers import read_curves
-from harness.optuna import ForecastPruner
+from scalerl.harness.analysis.curve import sigmoid_curve
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.importers import read_curves
+from scalerl.harness.optuna import ForecastPruner
 
 REAL = Path("/work/shared/data/real-rl-curves")
 STEPS = np.arange(5, 205, 5)  # 40 reports, compute 5..200

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cli import main
-from harness.recipe import load_sweep, plan
+from scalerl.harness.cli import main
+from scalerl.harness.recipe import load_sweep, plan
 
 RECIPES = Path(__file__).resolve().parents[3] / "recipes"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.recipe import KNOB_SPECS, load_sweep, plan
+from scalerl.harness.recipe import KNOB_SPECS, load_sweep, plan
 
 REPO = Path(__file__).resolve().parents[3]
 RECIPES = REPO / "recipes"

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.recipe import config_hash, load_recipe, run_id
-from harness.recipe.hashing import canonical_json
+from scalerl.harness.recipe import config_hash, load_recipe, run_id
+from scalerl.harness.recipe.hashing import canonical_json
 
 # A fixed small recipe. Its run id is pinned below: if this test fails, a change made every
 # existing run id in every store stale (a schema default or the hashing changed). That needs a
@@ -60,7 +60,7 @@ def test_pinned_run_id(tmp_path: Path) -> None:
 def test_run_id_same_in_another_interpreter_with_another_hash_seed(tmp_path: Path) -> None:
     path = _write(tmp_path, "pinned.yaml", PINNED_YAML)
     code = (
-        "import sys; from harness.recipe import load_recipe, run_id; "
+        "import sys; from scalerl.harness.recipe import load_recipe, run_id; "
         "print(run_id(load_recipe(sys.argv[1]), 0))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

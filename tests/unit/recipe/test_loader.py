@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.recipe import load_recipe
-from harness.recipe.overrides import parse_cli_overrides
-from harness.recipe.yamlio import Source, parse_yaml
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe import load_recipe
+from scalerl.harness.recipe.overrides import parse_cli_overrides
+from scalerl.harness.recipe.yamlio import Source, parse_yaml
 
 
 def test_parse_yaml_records_lines_and_reads_exponent_floats() -> None:
@@ -69,7 +69,7 @@ def test_mapping_override_merges_and_scalar_override_replaces(tmp_path: Path) ->
 def test_baseline_recipe_spells_out_every_knob_and_alternative() -> None:
     import yaml
 
-    from harness.recipe import Knobs
+    from scalerl.harness.recipe import Knobs
 
     repo = Path(__file__).resolve().parents[3]
     raw = yaml.safe_load((repo / "recipes" / "scalerl.yaml").read_text())
@@ -86,7 +86,7 @@ def test_baseline_recipe_spells_out_every_knob_and_alternative() -> None:
 
 
 def test_a_sweep_can_extend_a_sweep_and_keeps_its_base_relative_to_the_writer(tmp_path: Path) -> None:
-    from harness.recipe import load_sweep, plan
+    from scalerl.harness.recipe import load_sweep, plan
 
     recipes = Path(__file__).resolve().parents[3] / "recipes"
     (tmp_path / "mine.yaml").write_text(

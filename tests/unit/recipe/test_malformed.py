@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.cli import main
+from scalerl.harness.cli import main
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "malformed"
 CASES: dict[str, dict[str, Any]] = yaml.safe_load((CORPUS / "expected.yaml").read_text())

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.errors import ConfigError
-from harness.recipe import config_hash, load_recipe, load_sweep, plan, run_id
-from harness.recipe.schema import REFERENCE_ONLY, Recipe
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe import config_hash, load_recipe, load_sweep, plan, run_id
+from scalerl.harness.recipe.schema import REFERENCE_ONLY, Recipe
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "recipes" / "examples"
@@ -162,7 +162,7 @@ def test_list_variants_set_params_and_equal_params_are_duplicates(tmp_path: Path
 
 
 def test_optuna_space_over_a_param_passes_check_space(tmp_path: Path) -> None:
-    from harness.search.space import check_space
+    from scalerl.harness.search.space import check_space
 
     _command_base(tmp_path)
     sweep = {

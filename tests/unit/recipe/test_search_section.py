@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.errors import ConfigError
-from harness.recipe import load_sweep
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe import load_sweep
 from tests.unit.execution.helpers import REPO
 
 
@@ -34,7 +34,7 @@ LR = {"type": "float", "low": 1e-4, "high": 3e-3, "log": True}
 def test_the_shipped_search_file_loads_with_typed_distributions() -> None:
     import optuna
 
-    from harness.search.space import distributions, make_pruner, make_sampler, pruner_target
+    from scalerl.harness.search.space import distributions, make_pruner, make_sampler, pruner_target
 
     sweep = load_sweep(REPO / "recipes" / "tiny-search.yaml")
     assert sweep.optuna is not None and sweep.variants == ()
@@ -88,7 +88,7 @@ def test_an_optuna_section_under_another_design_is_refused(tmp_path: Path) -> No
 
 
 def test_an_unknown_pruner_option_lists_the_valid_ones(tmp_path: Path) -> None:
-    from harness.search.space import make_pruner
+    from scalerl.harness.search.space import make_pruner
 
     path = _write(
         tmp_path, {"space": {"optimizer.lr": LR}, "pruner": {"type": "median", "options": {"warmup": 3}}}
@@ -100,8 +100,8 @@ def test_an_unknown_pruner_option_lists_the_valid_ones(tmp_path: Path) -> None:
 
 
 def test_each_worker_seeds_its_sampler_apart_and_the_grid_is_enqueued_once(tmp_path: Path) -> None:
-    from harness.search.space import make_sampler
-    from harness.search.worker import grid_points, open_study, target_trials
+    from scalerl.harness.search.space import make_sampler
+    from scalerl.harness.search.worker import grid_points, open_study, target_trials
 
     path = _write(
         tmp_path,
@@ -123,7 +123,7 @@ def test_each_worker_seeds_its_sampler_apart_and_the_grid_is_enqueued_once(tmp_p
     assert len(points) == 9 == target_trials(sweep)  # the grid caps n_trials
     assert grid_points(sweep) == points  # seeded order
     url = f"sqlite:///{tmp_path / 'g.db'}"
-    import db
+    from scalerl import db
 
     db.open_store(url)
     study = open_study(sweep, url)

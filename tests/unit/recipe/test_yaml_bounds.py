@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.recipe import load_sweep
-from harness.recipe.yamlio import MAX_DOCUMENT_BYTES, MAX_VALUES, parse_yaml
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe import load_sweep
+from scalerl.harness.recipe.yamlio import MAX_DOCUMENT_BYTES, MAX_VALUES, parse_yaml
 
 
 def _bomb(levels: int) -> str:

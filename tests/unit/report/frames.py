@@ -1,11 +1,11 @@
-"""Synthetic store frames with known parameters, shaped exactly like ``db.queries`` returns them."""
+"""Synthetic store frames with known parameters, shaped exactly like ``scalerl.db.queries`` returns them."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from harness.analysis.curve import sigmoid_curve
+from scalerl.harness.analysis.curve import sigmoid_curve
 
 # variant -> (knob, alternative, A, B); C_mid and R0 are shared.
 VARIANTS: dict[str, tuple[str | None, str | None, float, float]] = {

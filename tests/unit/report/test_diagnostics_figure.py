@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.report.diagnostics import DIAGNOSTIC_PANELS, diagnostics_figure, mechanism_figure
+from scalerl.harness.report.diagnostics import DIAGNOSTIC_PANELS, diagnostics_figure, mechanism_figure
 
 
 def _frame() -> pd.DataFrame:

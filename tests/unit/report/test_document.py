@@ -7,9 +7,10 @@ import re
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.offline import get_plotlyjs
 
-from harness.report._style import anchor_id
-from harness.report.document import ReportData, render_html
+from scalerl.harness.report._style import anchor_id
+from scalerl.harness.report.document import ReportData, render_html
 from tests.unit.report.frames import curves_frame, fits_frame, runs_frame, verdicts_frame
 
 EVIL = "</script><script>window.__scalerl_injected=1</script>"
@@ -29,13 +30,19 @@ def report_data(**over: object) -> ReportData:
     return ReportData(**fields)  # type: ignore[arg-type]
 
 
+def figure_calls(page: str) -> int:
+    """``Plotly.newPlot(`` calls of the page's figures: some plotly.js builds (5.23's) name the call
+    in their own text too, so the embedded library's count is taken off."""
+    return page.count("Plotly.newPlot(") - get_plotlyjs().count("Plotly.newPlot(")
+
+
 def test_page_embeds_plotlyjs_once_and_every_figure() -> None:
     page = render_html(report_data())
     # plotly.min.js starts with its licence banner; it must be there exactly once.
     assert page.count("plotly.js v") == 1
     # Overview, knob map, and per knob (loo-dapo, loo-savg) a reward and a mechanism figure.
     assert page.count('class="plotly-graph-div"') == 6
-    assert page.count("Plotly.newPlot(") == 6
+    assert figure_calls(page) == 6
     assert page.count('<section class="knob-panel"') == 2
     # The verdict table lists both variants with their ΔA, and each knob links to its panel.
     table = page[page.index('<table class="verdicts">') :]
@@ -56,7 +63,7 @@ def test_a_single_variant_sweep_gets_the_curves_figure_instead_of_panels() -> No
         report_data(curves=curves, runs=runs_frame(curves), verdicts=verdicts_frame().iloc[0:0])
     )
     assert "knob-panel" not in page.replace(".knob-panel", "")
-    assert "Curves, fits and extrapolations" in page and page.count("Plotly.newPlot(") == 2
+    assert "Curves, fits and extrapolations" in page and figure_calls(page) == 2
 
 
 def test_user_text_cannot_open_or_close_a_script() -> None:

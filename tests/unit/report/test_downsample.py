@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.report.downsample import display_indices, lttb
+from scalerl.harness.report.downsample import display_indices, lttb
 
 
 def test_lttb_keeps_endpoints_and_a_spike_a_stride_would_miss() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analysis import forecast_curve
-from harness.errors import ConfigError
-from harness.report.figures import (
+from scalerl.harness.analysis import forecast_curve
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.report.figures import (
     curves_figure,
     knob_map_figure,
     knob_panel_figure,

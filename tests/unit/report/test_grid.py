@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.report.grid import knob_panels_figure
-from harness.report.panels import knob_panels
+from scalerl.harness.report.grid import knob_panels_figure
+from scalerl.harness.report.panels import knob_panels
 from tests.unit.report.frames import curves_frame, fits_frame, verdicts_frame
 
 

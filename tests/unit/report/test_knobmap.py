@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.report.knobmap import knob_map_figure
+from scalerl.harness.report.knobmap import knob_map_figure
 from tests.unit.report.frames import verdicts_frame
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import harness.analysis.forecaster as forecaster
-from harness.report._style import anchor_id
-from harness.report.panels import knob_panel_figure, knob_panels
+import scalerl.harness.analysis.forecaster as forecaster
+from scalerl.harness.report._style import anchor_id
+from scalerl.harness.report.panels import knob_panel_figure, knob_panels
 from tests.unit.report.frames import C_MID, R0, VARIANTS, curves_frame, fits_frame, verdicts_frame
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.recipe.schema import Recipe
+from scalerl.harness.recipe.schema import Recipe
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

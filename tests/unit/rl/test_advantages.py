@@ -25,9 +25,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import ConfigError, HarnessError
-from harness.recipe.schema import AdvantageNormKnob
-from harness.rl.advantages import ADVANTAGE_NORMS, compute_advantages
+from scalerl.harness.errors import ConfigError, HarnessError
+from scalerl.harness.recipe.schema import AdvantageNormKnob
+from scalerl.harness.rl.advantages import ADVANTAGE_NORMS, compute_advantages
 
 REWARDS = [1.0, 0, 0, 0, 1, 1, 1, 1, 1, 0]
 GROUP = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]

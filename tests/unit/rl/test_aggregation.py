@@ -22,9 +22,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import ConfigError, HarnessError
-from harness.recipe.schema import AggregationKnob
-from harness.rl.aggregation import AGGREGATORS, aggregate
+from scalerl.harness.errors import ConfigError, HarnessError
+from scalerl.harness.recipe.schema import AggregationKnob
+from scalerl.harness.rl.aggregation import AGGREGATORS, aggregate
 
 TERMS = [[4.0, 0, 0, 0], [1, 1, 1, 0], [2, 4, 0, 0], [0, 0, 0, 0]]
 MASK = [[1.0, 0, 0, 0], [1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]]

@@ -11,15 +11,15 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-import harness.rl.model as model_mod
-from harness.errors import ConfigError
-from harness.recipe import load_recipe
-from harness.recipe.hashing import run_id
-from harness.recipe.schema import Recipe
-from harness.rl.model import HFTokenizer, Policy, non_embedding_params
-from harness.rl.tasks import make_task
-from harness.rl.toy import build_checkpoint, word_problems
-from harness.rl.trainer import Trainer
+import scalerl.harness.rl.model as model_mod
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe import load_recipe
+from scalerl.harness.recipe.hashing import run_id
+from scalerl.harness.recipe.schema import Recipe
+from scalerl.harness.rl.model import HFTokenizer, Policy, non_embedding_params
+from scalerl.harness.rl.tasks import make_task
+from scalerl.harness.rl.toy import build_checkpoint, word_problems
+from scalerl.harness.rl.trainer import Trainer
 from tests.unit.rl.micro import _policy_cache, micro_recipe
 
 __all__ = ["_policy_cache"]
@@ -213,10 +213,10 @@ class _FakeVLLM:
 
 
 def test_vllm_backend_runs_the_dataset_task(ckpt: Path, tmp_path: Path, monkeypatch: Any) -> None:
-    import harness.rl.generation.vllm as vllm_mod
-    from harness.rl.sink import ListSink
-    from harness.rl.toy import write_jsonl
-    from harness.rl.trainer import train
+    import scalerl.harness.rl.generation.vllm as vllm_mod
+    from scalerl.harness.rl.sink import ListSink
+    from scalerl.harness.rl.toy import write_jsonl
+    from scalerl.harness.rl.trainer import train
 
     rows = word_problems(60, 5)
     write_jsonl(tmp_path / "d.jsonl", rows)

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.errors import ConfigError
-from harness.rl.tasks import Problem, make_task
-from harness.rl.tasks.dataset import DatasetTask, is_placeholder
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.rl.tasks import Problem, make_task
+from scalerl.harness.rl.tasks.dataset import DatasetTask, is_placeholder
 
 N = 40
 RECORDS = [
@@ -155,7 +155,7 @@ def test_n_train_and_n_val_cap_the_splits_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     t = task(write_jsonl(tmp_path / "d.jsonl", RECORDS), val_size=10)
-    with caplog.at_level(logging.WARNING, logger="harness.rl.tasks.dataset"):
+    with caplog.at_level(logging.WARNING, logger="scalerl.harness.rl.tasks.dataset"):
         s = t.split(12, 4, seed=1)
     assert (len(s.train), len(s.val)) == (12, 4)
     full_train, full_val = everything(t)
@@ -168,7 +168,7 @@ def test_n_train_and_n_val_cap_the_splits_with_a_warning(
     )
     assert any("task.n_val=4" in m and "10 problems" in m and "raise task.n_val to 10" in m for m in msgs)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="harness.rl.tasks.dataset"):
+    with caplog.at_level(logging.WARNING, logger="scalerl.harness.rl.tasks.dataset"):
         s = t.split(30, 10, seed=1)
     assert (s.train, s.val) == (full_train, full_val) and not caplog.records  # no cap: no warning
     rng = random.Random(0)
@@ -385,7 +385,7 @@ def test_the_scorer_is_lazy_batched_counted_and_closed(
         made.append((name, params, FakeScorer()))
         return made[-1][2]
 
-    monkeypatch.setattr("harness.rl.verifiers.get_verifier", fake_get_verifier)
+    monkeypatch.setattr("scalerl.harness.rl.verifiers.get_verifier", fake_get_verifier)
     params = {"verifier": "regex", "verifier_params": {"pattern": r"\d+"}, "verifier_timeout_s": 2.0}
     t = task(write_jsonl(tmp_path / "d.jsonl", RECORDS[:3]), require_think_end=True, **params)
     assert made == [] and t.counters() == {"verifier_timeouts": 0, "verifier_errors": 0}

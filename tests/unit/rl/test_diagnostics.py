@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from harness.rl.diagnostics import (
+from scalerl.harness.rl.diagnostics import (
     DiagWindow,
     adv_std,
     lag_stats,
@@ -15,9 +15,9 @@ from harness.rl.diagnostics import (
     ratio_sum,
     zero_var_dropped,
 )
-from harness.rl.losses import CISPO, DAPO, GRPO, GSPO
-from harness.rl.sink import ListSink
-from harness.rl.trainer import train
+from scalerl.harness.rl.losses import CISPO, DAPO, GRPO, GSPO
+from scalerl.harness.rl.sink import ListSink
+from scalerl.harness.rl.trainer import train
 from tests.unit.rl.micro import _policy_cache, micro_recipe
 
 __all__ = ["_policy_cache"]

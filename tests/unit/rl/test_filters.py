@@ -8,14 +8,14 @@ import re
 import pytest
 import torch
 
-from harness.errors import ConfigError, HarnessError
-from harness.recipe.schema import (
+from scalerl.harness.errors import ConfigError, HarnessError
+from scalerl.harness.recipe.schema import (
     NoPositiveResamplingKnob,
     ResamplingAlternatives,
     ResamplingParams,
     ZeroVarianceFilterKnob,
 )
-from harness.rl.filters import (
+from scalerl.harness.rl.filters import (
     ZERO_VARIANCE_FILTERS,
     ResamplingTracker,
     make_zero_variance_filter,

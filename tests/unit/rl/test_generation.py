@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from harness.rl.generation.base import Rollouts, SamplingSpec
-from harness.rl.generation.hf import HFGenerator
-from harness.rl.tokenizer import CharTokenizer
-from harness.rl.trainer import Trainer
+from scalerl.harness.rl.generation.base import Rollouts, SamplingSpec
+from scalerl.harness.rl.generation.hf import HFGenerator
+from scalerl.harness.rl.tokenizer import CharTokenizer
+from scalerl.harness.rl.trainer import Trainer
 from tests.unit.rl.micro import _policy_cache, micro_recipe
 
 __all__ = ["_policy_cache"]

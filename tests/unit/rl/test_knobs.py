@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from harness.rl import advantages, aggregation, filters, losses
-from harness.rl.trainer import Trainer
+from scalerl.harness.rl import advantages, aggregation, filters, losses
+from scalerl.harness.rl.trainer import Trainer
 from tests.unit.rl.micro import _policy_cache, micro_recipe
 
 __all__ = ["_policy_cache"]

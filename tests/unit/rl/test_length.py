@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.errors import ConfigError
-from harness.recipe.schema import (
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.schema import (
     InterruptionParams,
     LengthControlAlternatives,
     LengthControlKnob,
     LengthPenaltyParams,
 )
-from harness.rl.length import (
+from scalerl.harness.rl.length import (
     LENGTH_CONTROLS,
     Interruption,
     LengthPenalty,

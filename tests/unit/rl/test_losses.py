@@ -20,9 +20,9 @@ import math
 import pytest
 import torch
 
-from harness.errors import ConfigError, HarnessError
-from harness.recipe.schema import DapoParams, LossAlternatives, LossKnob
-from harness.rl.losses import CISPO, DAPO, GRPO, GSPO, LOSSES, make_loss
+from scalerl.harness.errors import ConfigError, HarnessError
+from scalerl.harness.recipe.schema import DapoParams, LossAlternatives, LossKnob
+from scalerl.harness.rl.losses import CISPO, DAPO, GRPO, GSPO, LOSSES, make_loss
 
 RHO = [[0.5, 1.0, 5.0], [1.1, 0.5, 2.0], [2.0, 1.0, 1.0]]
 LOGP = [[-1.0, -2.0, -0.5], [-1.5, -0.3, -0.7], [-0.2, -1.0, float("-inf")]]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.rl.pipeline import PipelineRL, PPOOffPolicy
-from harness.rl.trainer import Trainer
+from scalerl.harness.rl.pipeline import PipelineRL, PPOOffPolicy
+from scalerl.harness.rl.trainer import Trainer
 from tests.unit.rl.micro import _policy_cache, micro_recipe
 
 __all__ = ["_policy_cache"]

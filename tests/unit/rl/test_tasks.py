@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.rl.tasks import TASKS, Problem, Task, make_split, make_task, register_task
-from harness.rl.tokenizer import CharTokenizer
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.rl.tasks import TASKS, Problem, Task, make_split, make_task, register_task
+from scalerl.harness.rl.tokenizer import CharTokenizer
 
 
 def test_arith_problems_traces_and_verifier() -> None:

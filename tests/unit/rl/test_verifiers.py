@@ -20,8 +20,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from harness.errors import ConfigError, ExecutionError
-from harness.rl.verifiers import VERIFIERS, Scorer, Verifier, _last_boxed, get_verifier, register_verifier
+from scalerl.harness.errors import ConfigError, ExecutionError
+from scalerl.harness.rl.verifiers import (
+    VERIFIERS,
+    Scorer,
+    Verifier,
+    _last_boxed,
+    get_verifier,
+    register_verifier,
+)
 
 BIG = "7" * 5000
 
@@ -417,10 +424,12 @@ def test_close_stops_the_worker_and_is_idempotent() -> None:
 
 def test_the_worker_exits_when_its_stdin_closes() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.rl.verify_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [sys.executable, "-m", "scalerl.harness.rl.verify_worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    start = {"cls": "harness.rl.verifiers:ExactVerifier", "params": {}, "path": sys.path}
+    start = {"cls": "scalerl.harness.rl.verifiers:ExactVerifier", "params": {}, "path": sys.path}
     proc.stdin.write(
         json.dumps(start).encode() + b"\n" + json.dumps({"c": "é\ud800", "a": "É\ud800"}).encode() + b"\n"
     )

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from harness.rl.generation.base import SamplingSpec
-from harness.rl.generation.vllm import VLLMGenerator
+from scalerl.harness.rl.generation.base import SamplingSpec
+from scalerl.harness.rl.generation.vllm import VLLMGenerator
 
 
 @dataclass
@@ -65,7 +65,7 @@ class _Policy:
 
 
 def test_chunks_interruption_and_weight_push(monkeypatch: Any) -> None:
-    import harness.rl.generation.vllm as mod
+    import scalerl.harness.rl.generation.vllm as mod
 
     class FakeSamplingParams:
         def __init__(self, **kw: Any) -> None:

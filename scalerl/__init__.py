@@ -1,0 +1,59 @@
+"""scalerl-harness, imported as ``scalerl``: the harness :mod:`scalerl.harness`, the store :mod:`scalerl.db`.
+
+One distribution-level name, so a lab's trainer repository with its own ``db`` or ``harness``
+package imports both without a clash. ``scalerl.harness`` and ``scalerl.db`` are the repository's
+``harness/`` and ``db/`` folders (symlinked here, copied into the wheel).
+
+A trainer logs through the client::
+
+    from scalerl.harness import client
+
+    client.log(step, {"val/pass_rate": 0.41}, compute={"flops": 1.2e15}, n={"val/pass_rate": 640})
+
+Importing :mod:`scalerl` imports nothing else: the names below (``scalerl.Sweep``, the result types
+and the exceptions of :mod:`scalerl.harness`) are looked up on first access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scalerl.harness import (
+        AnalysisError,
+        ConfigError,
+        ExecutionError,
+        FitResult,
+        HarnessError,
+        ImportFormatError,
+        LaunchResult,
+        StoreError,
+        Sweep,
+        __version__,
+    )
+
+__all__ = [
+    "AnalysisError",
+    "ConfigError",
+    "ExecutionError",
+    "FitResult",
+    "HarnessError",
+    "ImportFormatError",
+    "LaunchResult",
+    "StoreError",
+    "Sweep",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """``scalerl.Sweep`` and the rest of ``__all__``, from :mod:`scalerl.harness` on first use."""
+    if name in __all__:
+        import importlib
+
+        return getattr(importlib.import_module("scalerl.harness"), name)
+    raise AttributeError(f"module 'scalerl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -10,9 +10,9 @@ Two parts (issue 11, "Replication, measured"):
    ``scalerl train --no-db`` in fresh processes: pinned to 1 core (``taskset -c 0``) into an
    empty policy cache, on 2 cores (``taskset -c 0,1``) into another empty cache, and both again
    on the now warm caches; 1 torch thread each, the default whatever the core count (with MKL's
-   COMPATIBLE branch, pinned since issue 22, 2 threads give other bits than 1). Prints the SHA-256 of every point (step, metric,
-   value; wall-clock columns left out) of each, which must all be equal, and the same hash of
-   the sweep's stored seed-0 baseline curve.
+   COMPATIBLE branch, pinned since issue 22, 2 threads give other bits than 1). Prints the
+   SHA-256 of every point (step, metric, value; wall-clock columns left out) of each, which
+   must all be equal, and the same hash of the sweep's stored seed-0 baseline curve.
 
 Resumable and idempotent: everything lives under ``--work`` (default bench/.work/replication/);
 a rerun skips completed sweep runs (``scalerl sweep`` submits only what is missing), refits, and

@@ -363,12 +363,55 @@ def confusion(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# Ratios whose uncertainty the sweep bootstrap states: (numerator, denominator) per knob row.
+RATIOS: dict[str, Any] = {
+    "nulls called mover or shaper": lambda r: (
+        r["kind"] == "null" and r["verdict"] in ("asymptote-mover", "efficiency-shaper"),
+        r["kind"] == "null",
+    ),
+    "decided verdicts wrong": lambda r: (r["right"] is False, r["right"] is not None),
+    "dA 95% CI holds truth": lambda r: (bool(r["covered"]), r["covered"] is not None),
+    "undecided": lambda r: (r["verdict"] == "undecided", True),
+    "unstable / unfit": lambda r: (r["verdict"] in ("unstable", "unfit"), True),
+}
+
+
+def ci_table(rows: Sequence[dict[str, Any]], reps: int = 2000, seed: int = 0) -> str:
+    """Each headline ratio with a 95% interval from resampling whole sweeps (a sweep's 16 knobs
+    share a baseline and a margin, so they are not independent draws), per seed count (budgets
+    pooled) and overall."""
+    rng = np.random.default_rng(seed)
+    head = "| seeds | sweeps | " + " | ".join(RATIOS) + " |"
+    lines = [head, "|---|---|" + "---|" * len(RATIOS)]
+    for label in (*[str(s) for s in SEEDS], "all"):
+        sel = [r for r in rows if label == "all" or str(r["seeds"]) == label]
+        names = sorted({r["sweep"] for r in sel})
+        index = {n: i for i, n in enumerate(names)}
+        cells = []
+        for fn in RATIOS.values():
+            num = np.zeros(len(names))
+            den = np.zeros(len(names))
+            for r in sel:
+                a, b = fn(r)
+                num[index[r["sweep"]]] += bool(a) and bool(b)
+                den[index[r["sweep"]]] += bool(b)
+            if not den.sum():
+                cells.append("-")
+                continue
+            picks = rng.integers(0, len(names), (reps, len(names)))
+            boot = num[picks].sum(axis=1) / np.maximum(den[picks].sum(axis=1), 1)
+            lo, hi = np.percentile(boot, [2.5, 97.5])
+            cells.append(f"{100 * num.sum() / den.sum():.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]")
+        lines.append(f"| {label} | {len(names)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def noise_table(sources: dict[str, Any]) -> str:
     lines = [
-        "| source | curves | evals/run | steps/eval | resid sd | white sd | binomial SE | AR(1) sd | "
-        f"AR(1) lag-1 per eval | at {POINTS} evals/run | at {STEPS_PER_EVAL} steps/eval | "
+        "| source | curves | evals/run | steps/eval | resid sd | white sd | binomial SE | resid lag-1 | "
+        f"AR(1) sd | AR(1) lag-1 per eval | at {POINTS} evals/run | at {STEPS_PER_EVAL} steps/eval | "
         "seed sd of late level (raw) | late dips | dip depth |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, e in sources.items():
 
@@ -381,7 +424,9 @@ def noise_table(sources: dict[str, Any]) -> str:
             str(e["curves"]),
             f"{e['points_median']:.0f}",
             f"{e['spacing_median']:.0f}",
-            *(g(k) for k in ("sigma_resid", "sigma_white", "sigma_binomial", "sigma_extra")),
+            *(g(k) for k in ("sigma_resid", "sigma_white", "sigma_binomial")),
+            "-" if e["acf"][0] is None else f"{e['acf'][0]:.2f}",
+            g("sigma_extra"),
             g("ar1", ".2f"),
             g(f"ar1_at_{POINTS}_points", ".2f"),
             g(f"ar1_every_{STEPS_PER_EVAL}_steps", ".2f"),
@@ -410,7 +455,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="real: the model fitted on the real curves (default); binomial: its binomial points and "
         "seed spread only (no AR(1) wander, no dips)",
     )
+    ap.add_argument(
+        "--retabulate",
+        type=Path,
+        metavar="JSON",
+        help="print the tables of an earlier run's verdict_sim.json (nothing simulated)",
+    )
     args = ap.parse_args(argv)
+    if args.retabulate:
+        old = json.loads(args.retabulate.read_text())
+        print(noise_table(old["noise_sources"]), "\n")
+        print(cell_table(old["rows"])[1], "\n")
+        print(ci_table(old["rows"]), "\n")
+        print(power_table(old["rows"]), "\n")
+        print(confusion(old["rows"]))
+        return 0
     from scalerl import db
     from scalerl.harness.analysis.simulate import NoiseModel, simulate_sweep, write_sweep
     from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
@@ -462,11 +521,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cells, table = cell_table(rows)
     ptable = power_table(rows)
     ctable = confusion(rows)
+    itable = ci_table(rows)
     print(
         f"\n{len(rows)} knobs in {k} sweeps, {wall:.0f} s (noise fit {t_noise:.0f} s, simulate "
         f"{timing['simulate']:.0f} s, store writes {timing['write']:.0f} s, fit {timing['fit']:.0f} s)\n"
     )
     print(table, "\n")
+    print(itable, "\n")
     print(ptable, "\n")
     print(ctable)
     calls = [r for r in rows if r["collapse_run_dipped"] is not None]
@@ -485,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "noise_model": asdict(noise),
         "cli_check": check,
         "cells": cells,
-        "tables": {"cells": table, "power": ptable, "confusion": ctable},
+        "tables": {"cells": table, "intervals": itable, "power": ptable, "confusion": ctable},
         "rows": rows,
     }
     out = args.out / "verdict_sim.json"

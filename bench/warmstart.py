@@ -65,17 +65,17 @@ PRESETS: dict[str, list[str]] = {
 
 def settings(shims: dict[str, Path]) -> list[tuple[str, dict[str, str], int]]:
     """(label, environment, warm-start seed) rows; the first three are the pinned numerics."""
-    intel, other = str(shims["intel"]), str(shims["non-intel"])
+    intel, amd = str(shims["intel"]), str(shims["amd"])
     return [
         ("pinned (ATen avx2, MKL COMPATIBLE)", {}, 0),
         ("pinned, MKL told Intel", {"LD_PRELOAD": intel}, 0),
-        ("pinned, MKL told not Intel", {"LD_PRELOAD": other}, 0),
+        ("pinned, MKL told AMD", {"LD_PRELOAD": amd}, 0),
         (
             "MKL AVX2,STRICT, told Intel (the old pins' path)",
             {"MKL_CBWR": "AVX2,STRICT", "LD_PRELOAD": intel},
             0,
         ),
-        ("MKL AVX2,STRICT, told not Intel", {"MKL_CBWR": "AVX2,STRICT", "LD_PRELOAD": other}, 0),
+        ("MKL AVX2,STRICT, told AMD", {"MKL_CBWR": "AVX2,STRICT", "LD_PRELOAD": amd}, 0),
         ("MKL SSE4_2, told Intel", {"MKL_CBWR": "SSE4_2", "LD_PRELOAD": intel}, 0),
         ("ATen default kernels, MKL COMPATIBLE", {"ATEN_CPU_CAPABILITY": "default"}, 0),
         ("pinned, warm-start seed 1", {}, 1),

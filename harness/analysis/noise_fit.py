@@ -10,9 +10,11 @@ A real curve departs from a smooth sigmoid in three ways this module measures:
   curve): autocorrelation ``rho_k = w phi^k`` at lag k, where ``w`` is the AR part's share of the
   residual variance. ``w`` and ``phi`` are fitted by least squares to the residual
   autocorrelations at lags 1..``ACF_LAGS``, pooled over a source's curves (sums of lagged products
-  over sums of squares, so long curves weigh more). No assumption about the sampling noise is
-  needed: on a fixed evaluation set decoded near-greedily the white part is *below* the binomial
-  SE of its size (``dispersion`` < 1), which is what the W&B and SPEED-RL validation curves show.
+  over sums of squares, so long curves weigh more); a pooled lag-1 autocorrelation below
+  2 / sqrt(residuals), about twice its standard error under white noise, reads as white (w = 0).
+  No assumption about the sampling noise is needed: on a fixed evaluation set decoded
+  near-greedily the white part is *below* the binomial SE of its size (``dispersion`` < 1), which
+  is what the W&B, TensorBoard and SPEED-RL validation curves show.
 - **a late dip**: the mean of the last window (``DIP_WINDOW`` = 10% of the points, at least 5) below
   the highest earlier window mean by more than ``DIP_MIN`` (0.02, the paper's margin) and by
   more than ``DIP_Z`` (3) standard errors of the difference of two window means, under the
@@ -217,10 +219,11 @@ def curve_noise(compute: ArrayLike, values: ArrayLike, n: ArrayLike | float | No
     return _measure(*_clean(compute, values, n))
 
 
-def _fit_acf(rho: FloatArray) -> tuple[float, float]:
-    """(w, phi) minimising sum_k (rho_k - w phi^k)^2 with 0 <= w <= 1 (w = 0, phi NaN when the
-    residuals show no positive correlation)."""
-    if not np.isfinite(rho).all() or rho[0] <= 0:
+def _fit_acf(rho: FloatArray, points: int) -> tuple[float, float]:
+    """(w, phi) minimising sum_k (rho_k - w phi^k)^2 with 0 <= w <= 1; (0, NaN), white noise,
+    unless the lag-1 autocorrelation is significant: above 2 / sqrt(points), about twice its
+    standard error under white noise (``points`` pooled residuals)."""
+    if not np.isfinite(rho).all() or rho[0] <= 2.0 / math.sqrt(max(points, 1)):
         return 0.0, math.nan
     k = np.arange(1, rho.size + 1)
     g = _PHI_GRID[1:, None] ** k[None, :]
@@ -238,7 +241,7 @@ def _pool(per: Sequence[CurveNoise]) -> tuple[float, float, float, FloatArray]:
     if not good or ss <= 0:
         return math.nan, math.nan, math.nan, np.full(ACF_LAGS, np.nan)
     rho = np.array([sum(p.lagged[k] for p in good) / ss for k in range(ACF_LAGS)])
-    w, phi = _fit_acf(rho)
+    w, phi = _fit_acf(rho, dof + _PARAMS * len(good))
     return ss / dof, w, phi, rho
 
 

@@ -358,7 +358,7 @@ def write_sweep(store: Any, sim: SimulatedSweep, *, sweep: str | None = None) ->
     ]
     store.register_runs(records)
     written = 0
-    for rid, rdf in pts.groupby("run_id", sort=False):
+    for rid, rdf in pts.groupby("run_id", sort=False, observed=True):
         attempt = store.start_attempt(str(rid), executor="simulated", job_id=None, host="simulated")
         writer = store.writer(str(rid), attempt)
         try:

@@ -5,7 +5,7 @@ Each run happens in a fresh subprocess, so its thread count and CPU kernel choic
 own (both are per process and fixed at first use; see scalerl.harness.rl.numerics). Six runs of a
 short tiny preset (20 steps, evaluation every 10): 1 thread into an empty cache, 1 thread again on
 that (now warm) cache, two more at 1 thread into empty caches with MKL's CPU-vendor check answered
-"Intel" and "not Intel" (tests/fixtures/mkl_vendor.py), and 2 threads into an empty cache and
+"Intel" and "AMD" (tests/fixtures/mkl_vendor.py), and 2 threads into an empty cache and
 again warm. The vendor runs are what make the pins hold on an Intel Xeon and on an AMD EPYC alike:
 whatever CPU runs this test, both of MKL's vendor code paths are exercised and must give the pinned
 bits. The thread count is part of the bits: MKL's COMPATIBLE branch (the one that is the same on
@@ -107,9 +107,9 @@ def test_cache_state_does_not_change_a_bit(runs: dict[str, dict[str, Any]]) -> N
 
 def test_mkl_vendor_paths_give_the_same_bits(runs: dict[str, dict[str, Any]]) -> None:
     """MKL's COMPATIBLE branch (pinned by numerics.pin) computes the same on its Intel and its
-    non-Intel code paths; under AVX2,STRICT they differed (issue 22)."""
+    AMD code paths; under AVX2,STRICT they differed (issue 22)."""
     ref = runs["cold-1"]
-    for vendor in ("intel", "non-intel"):
+    for vendor in ("intel", "amd"):
         run = runs[f"mkl-{vendor}"]
         assert run["weights"] == ref["weights"], vendor
         assert run["points"] == ref["points"], vendor

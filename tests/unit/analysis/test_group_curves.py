@@ -10,6 +10,9 @@ pandas 2.1.
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -41,3 +44,21 @@ def test_each_variant_gets_only_its_own_runs_in_seed_order() -> None:
     assert groups["loo-dapo"].run_ids == ("d-s0",) and groups["loo-dapo"].knob == "loss"
     for g in groups.values():
         assert all(len(x) == 5 and len(y) == 5 for x, y in g.curves)
+
+
+def test_every_groupby_in_the_package_says_observed() -> None:
+    """Frames from the store carry Categoricals, so a groupby without ``observed=`` means one thing
+    on pandas 2.x and another on 3.x; the package always says which (True: observed groups only)."""
+    root = Path(__file__).resolve().parents[3]
+    missing = []
+    for folder in ("harness", "db"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "groupby"
+                    and not any(k.arg == "observed" for k in node.keywords)
+                ):
+                    missing.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not missing, f"groupby without observed=: {missing}"

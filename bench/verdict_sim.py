@@ -26,8 +26,12 @@ Issue 23, items 5 and 6: the instrument that scores a verdict rule. Steps:
    right or wrong. dA coverage: the true dA inside the verdict's 95% interval (a one-sided
    ``dA >= lo`` where the rule gives only a lower bound), over the knobs that have one.
 
-Run: ``.venv/bin/python bench/verdict_sim.py [--knobs 2000]``; prints markdown tables and writes
-``bench/.work/verdict_sim/verdict_sim.json`` (every knob's row, the tables, the noise fits, timings).
+Run: ``.venv/bin/python bench/verdict_sim.py [--knobs 2000]`` (~12 minutes for the default 2,016
+knobs on the shared 2-core VM); prints markdown tables (with 95% intervals from resampling whole
+sweeps) and writes ``bench/.work/verdict_sim/verdict_sim.json`` (every knob's row, the tables, the
+noise fits, timings). ``--noise binomial`` keeps only the binomial points and the seed spread;
+``--retabulate JSON`` prints an earlier run's tables. Results: bench/README.md, "Verdicts against
+known truth (simulator)".
 """
 
 from __future__ import annotations

@@ -8,13 +8,12 @@ Why each setting (measured on the tiny preset, torch 2.13.0 CPU; bench/README.md
   on an AMD EPYC it runs the same code path as ``SSE4_2`` (weights ``03d03218...``), while an Intel
   Xeon runs its AVX2 path (``28475842...``), so the old pins held only on Intel (issue 22). MKL's
   ``COMPATIBLE`` branch is its documented mode for the same results on Intel and non-Intel CPUs,
-  and it gives the same bits on both: measured on a real AMD EPYC and on the same machine with
-  MKL's vendor check answered "Intel" (``bench/warmstart.py`` builds a two-line LD_PRELOAD shim
-  for ``mkl_serv_intel_cpu_true``; that emulation reproduces the Intel pins of the AVX2 branch
-  bit for bit, which is what makes it a faithful stand-in), and
-  ``tests/integration/test_trainer_determinism.py`` repeats that check under both vendor answers
-  on whatever machine runs it. :func:`pin` therefore fixes ``ATEN_CPU_CAPABILITY=avx2`` (any x86-64
-  CPU since ~2013, Intel Haswell or AMD Zen), ``MKL_CBWR=COMPATIBLE`` and ``ONEDNN_MAX_CPU_ISA=AVX2``.
+  and it gave the same bits on a real AMD EPYC and on the same machine with MKL's vendor check
+  answered "Intel" (tests/fixtures/mkl_vendor.py: a preloaded shim for ``mkl_serv_intel_cpu_true``;
+  that emulation reproduces the Xeon pins of the AVX2 branch bit for bit, which is what makes it a
+  stand-in; no real Xeon has run the COMPATIBLE pins yet). :func:`pin` therefore fixes
+  ``ATEN_CPU_CAPABILITY=avx2`` (any x86-64 CPU since ~2013, Intel Haswell or AMD Zen),
+  ``MKL_CBWR=COMPATIBLE`` and ``ONEDNN_MAX_CPU_ISA=AVX2``.
   All three are read once, at each library's first kernel call, so they only take effect when
   :func:`pin` runs before the process computes anything with torch; :func:`pin` reports what is
   actually in effect (:class:`Numerics`), and that enters the warm-start cache key, so a policy

@@ -1,16 +1,19 @@
-"""The tiny preset is bit-reproducible: pinned checksums, and the same bits across thread counts,
-cache states and CPU vendors.
+"""The tiny preset is bit-reproducible: pinned checksums, and the same bits across cache states,
+thread counts (each against itself) and MKL's vendor code paths.
 
 Each run happens in a fresh subprocess, so its thread count and CPU kernel choice really are its
-own (both are per process and fixed at first use; see scalerl.harness.rl.numerics). Six runs of a
+own (both are per process and fixed at first use; see scalerl.harness.rl.numerics). Five runs of a
 short tiny preset (20 steps, evaluation every 10): 1 thread into an empty cache, 1 thread again on
-that (now warm) cache, two more at 1 thread into empty caches with MKL's CPU-vendor check answered
-"Intel" and "AMD" (tests/fixtures/mkl_vendor.py), and 2 threads into an empty cache and
-again warm. The vendor runs are what make the pins hold on an Intel Xeon and on an AMD EPYC alike:
-whatever CPU runs this test, both of MKL's vendor code paths are exercised and must give the pinned
-bits. The thread count is part of the bits: MKL's COMPATIBLE branch (the one that is the same on
-both vendors) splits a matmul differently over 2 threads than over 1 (measured: other weights
-from the same seed), so a 2-thread run is checked against itself, not against the pins.
+that (now warm) cache, 1 thread into an empty cache with MKL's CPU-vendor check answered "Intel"
+(tests/fixtures/mkl_vendor.py), and 2 threads into an empty cache and again warm.
+
+What is pinned is what was measured: the checksums hold on an AMD EPYC (measured 2026-11-25), and
+the "Intel" run shows that MKL's Intel code path gives the same bits under the pinned COMPATIBLE
+branch (on an AMD machine; on an Intel machine that run is its own path). No real Intel CPU has run
+these pins yet, so on one the checksum test checks the vendor-independent facts and says what it
+saw; pin its values in PINNED_BY_VENDOR once measured there. The thread count is part of the bits:
+MKL's COMPATIBLE branch splits a matmul differently over 2 threads than over 1 (measured), so a
+2-thread run is checked against itself, not against the pins.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.mkl_vendor import build_shims
+from tests.fixtures.mkl_vendor import build_shims, cpu_vendor
 from tests.fixtures.real import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,13 +53,16 @@ print(json.dumps({"weights": weights, "points": points, "capability": num.cpu_ca
 """
 
 # torch 2.13.0 CPU wheel, ATen AVX2 + MKL COMPATIBLE (pinned), 1 thread, transformers 5.23.0: the
-# values a run must give on an Intel or an AMD CPU. Measured 2026-11-25 on an AMD EPYC, and on the
-# same machine with MKL's vendor check answered "Intel" (the emulation that reproduces the
-# previous Intel-only pins, 284758426ec3..., bit for bit under their AVX2,STRICT setting).
+# values a run gives, per CPU vendor where measured. AuthenticAMD: an AMD EPYC (family 25 model
+# 17), 2026-11-25; the same machine with MKL told "Intel" gave the same bits.
 PINNED_TORCH = "2.13.0+cpu"
-PINNED_WEIGHTS = "bc944bfb228bcc08a0f6f98497eb44162675d2a945fc1b6f03f329d22a9f1905"
-PINNED_PASS_RATES = [0.375, 0.4609375, 0.4921875]  # 48, 59, 63 of 128
-PINNED_TRAIN_REWARD = [0.43125, 0.5265625]  # 276, 337 of 640
+PINNED_BY_VENDOR: dict[str, dict[str, Any]] = {
+    "AuthenticAMD": {
+        "weights": "bc944bfb228bcc08a0f6f98497eb44162675d2a945fc1b6f03f329d22a9f1905",
+        "pass_rates": [0.375, 0.4609375, 0.4921875],  # 48, 59, 63 of 128
+        "train_reward": [0.43125, 0.5265625],  # 276, 337 of 640
+    },
+}
 
 
 def _probe(cache: Path, threads: int, preload: Path | None = None) -> dict[str, Any]:
@@ -90,8 +96,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
         "cold-2": _probe(b, 2),
         "warm-2": _probe(b, 2),
     }
-    for vendor, lib in shims.items():
-        runs[f"mkl-{vendor}"] = _probe(tmp_path_factory.mktemp(f"cache-{vendor}"), 1, preload=lib)
+    runs["mkl-intel"] = _probe(tmp_path_factory.mktemp("cache-intel"), 1, preload=shims["intel"])
     return runs
 
 
@@ -105,14 +110,12 @@ def test_cache_state_does_not_change_a_bit(runs: dict[str, dict[str, Any]]) -> N
         assert warm["points"] == cold["points"]  # every metric of every point, exact floats
 
 
-def test_mkl_vendor_paths_give_the_same_bits(runs: dict[str, dict[str, Any]]) -> None:
-    """MKL's COMPATIBLE branch (pinned by numerics.pin) computes the same on its Intel and its
-    AMD code paths; under AVX2,STRICT they differed (issue 22)."""
-    ref = runs["cold-1"]
-    for vendor in ("intel", "amd"):
-        run = runs[f"mkl-{vendor}"]
-        assert run["weights"] == ref["weights"], vendor
-        assert run["points"] == ref["points"], vendor
+def test_mkl_intel_path_gives_the_same_bits(runs: dict[str, dict[str, Any]]) -> None:
+    """MKL's COMPATIBLE branch (pinned by numerics.pin) computes on its Intel code path what it
+    computes on this CPU's own; under AVX2,STRICT an AMD CPU and the Intel path differed (issue 22)."""
+    ref, run = runs["cold-1"], runs["mkl-intel"]
+    assert run["weights"] == ref["weights"]
+    assert run["points"] == ref["points"]
 
 
 def test_pinned_checksums(runs: dict[str, dict[str, Any]]) -> None:
@@ -123,11 +126,25 @@ def test_pinned_checksums(runs: dict[str, dict[str, Any]]) -> None:
             f"{run['torch']} with {run['capability']} kernels, whose float "
             "rounding may legitimately differ (README.md, Reproducibility)"
         )
-    assert run["weights"] == PINNED_WEIGHTS
-    assert [p["metrics"]["val/pass_rate"] for p in run["points"]] == PINNED_PASS_RATES
-    assert [p["metrics"]["train/reward"] for p in run["points"][1:]] == PINNED_TRAIN_REWARD
+    # The sample counts behind each point do not depend on the CPU.
     assert [p["n"] for p in run["points"]] == [
         {"val/pass_rate": 128},
         {"val/pass_rate": 128, "train/reward": 640},
         {"val/pass_rate": 128, "train/reward": 640},
     ]
+    vendor = cpu_vendor()
+    pins = PINNED_BY_VENDOR.get(vendor)
+    seen = {
+        "weights": run["weights"],
+        "pass_rates": [p["metrics"]["val/pass_rate"] for p in run["points"]],
+        "train_reward": [p["metrics"]["train/reward"] for p in run["points"][1:]],
+    }
+    if pins is None:
+        # Not measured on this vendor yet: say what it gave (the values to pin), and hold it to
+        # the checks that do not depend on the CPU (the other tests in this file).
+        import warnings
+
+        warnings.warn(f"no pinned checksums for {vendor} yet; this CPU gave {seen}", stacklevel=1)
+        assert seen["weights"] == runs["mkl-intel"]["weights"]
+        return
+    assert seen == pins

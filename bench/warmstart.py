@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures.mkl_vendor import build_shims  # noqa: E402
+from tests.fixtures.mkl_vendor import build_intel_shim  # noqa: E402
 
 WORK = ROOT / "bench" / ".work"
 
@@ -63,9 +63,9 @@ PRESETS: dict[str, list[str]] = {
 }
 
 
-def settings(shims: dict[str, Path]) -> list[tuple[str, dict[str, str], int]]:
+def settings(intel_shim: Path) -> list[tuple[str, dict[str, str], int]]:
     """(label, environment, warm-start seed) rows; the first two are the pinned numerics."""
-    intel = str(shims["intel"])
+    intel = str(intel_shim)
     return [
         ("pinned (ATen avx2, MKL COMPATIBLE)", {}, 0),
         ("pinned, MKL told Intel", {"LD_PRELOAD": intel}, 0),
@@ -107,7 +107,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="probes at once (default 2)")
     opts = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
-    rows = settings(build_shims(WORK / "mkl-shims"))
+    rows = settings(build_intel_shim(WORK / "mkl-shim"))
     if opts.quick:
         rows = rows[:2]
     jobs = [(preset, row) for row in rows for preset in PRESETS]

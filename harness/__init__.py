@@ -5,8 +5,9 @@ imported by the submodules that need them, when they are first used. The noteboo
 :class:`scalerl.harness.Sweep` (:mod:`scalerl.harness.api`), is imported on first access too.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from scalerl import lazy_getattr
 from scalerl.harness.errors import (
     AnalysisError,
     ConfigError,
@@ -21,17 +22,10 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_LAZY = {"FitResult", "LaunchResult", "Sweep"}
-
-
-def __getattr__(name: str) -> Any:
-    """``scalerl.harness.Sweep`` and its result types, imported from :mod:`scalerl.harness.api` on
-    first use."""
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module("scalerl.harness.api"), name)
-    raise AttributeError(f"module 'scalerl.harness' has no attribute {name!r}")
+# ``scalerl.harness.Sweep`` and its result types, from :mod:`scalerl.harness.api` on first use.
+__getattr__ = lazy_getattr(
+    "scalerl.harness", dict.fromkeys(("FitResult", "LaunchResult", "Sweep"), "scalerl.harness.api")
+)
 
 
 __all__ = [

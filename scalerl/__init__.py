@@ -16,6 +16,8 @@ and the exceptions of :mod:`scalerl.harness`) are looked up on first access.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -46,13 +48,23 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """``scalerl.Sweep`` and the rest of ``__all__``, from :mod:`scalerl.harness` on first use."""
-    if name in __all__:
-        import importlib
+def lazy_getattr(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) for ``package``: ``name`` comes from the module
+    ``where[name]``, imported on first access; any other name raises AttributeError as Python's own
+    lookup does. Here rather than in a module of its own, so that importing :mod:`scalerl` still
+    imports nothing else; :mod:`scalerl.harness` and :mod:`scalerl.harness.execution` use it too."""
 
-        return getattr(importlib.import_module("scalerl.harness"), name)
-    raise AttributeError(f"module 'scalerl' has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__
+
+
+# ``scalerl.Sweep`` and the rest of ``__all__``, from :mod:`scalerl.harness` on first use.
+__getattr__ = lazy_getattr("scalerl", dict.fromkeys(__all__, "scalerl.harness"))
 
 
 def __dir__() -> list[str]:

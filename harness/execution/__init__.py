@@ -11,7 +11,9 @@ Importing this package loads nothing: the names below come from their modules on
 trainer) does not bring the executors, runners and importers with it.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from scalerl import lazy_getattr
 
 if TYPE_CHECKING:
     from scalerl.harness.execution.executors.base import (
@@ -24,11 +26,6 @@ if TYPE_CHECKING:
     from scalerl.harness.execution.runners.base import RUNNERS, Outcome, RunContext, Runner
     from scalerl.harness.execution.spec import Resources, RunSpec
 
-_WHERE = {
-    **dict.fromkeys(("EXECUTORS", "Executor", "ExecutorContext", "JobHandle", "JobState"), "executors.base"),
-    **dict.fromkeys(("RUNNERS", "Outcome", "RunContext", "Runner"), "runners.base"),
-    **dict.fromkeys(("Resources", "RunSpec"), "spec"),
-}
 
 __all__ = [
     "EXECUTORS",
@@ -44,10 +41,16 @@ __all__ = [
     "Runner",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        import importlib
-
-        return getattr(importlib.import_module(f"scalerl.harness.execution.{_WHERE[name]}"), name)
-    raise AttributeError(f"module 'scalerl.harness.execution' has no attribute {name!r}")
+__getattr__ = lazy_getattr(
+    "scalerl.harness.execution",
+    {
+        **dict.fromkeys(
+            ("EXECUTORS", "Executor", "ExecutorContext", "JobHandle", "JobState"),
+            "scalerl.harness.execution.executors.base",
+        ),
+        **dict.fromkeys(
+            ("RUNNERS", "Outcome", "RunContext", "Runner"), "scalerl.harness.execution.runners.base"
+        ),
+        **dict.fromkeys(("Resources", "RunSpec"), "scalerl.harness.execution.spec"),
+    },
+)

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.mkl_vendor import build_shims, cpu_vendor
+from tests.fixtures.mkl_vendor import build_intel_shim, cpu_vendor
 from tests.fixtures.real import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def _probe(cache: Path, threads: int, preload: Path | None = None) -> dict[str, 
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     a, b = tmp_path_factory.mktemp("cache-a"), tmp_path_factory.mktemp("cache-b")
     try:
-        shims = build_shims(tmp_path_factory.mktemp("mkl-shims"))
+        intel_shim = build_intel_shim(tmp_path_factory.mktemp("mkl-shim"))
     except RuntimeError as exc:
         unavailable("a C compiler for the MKL vendor shim", str(exc))
     runs = {
@@ -96,7 +96,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
         "cold-2": _probe(b, 2),
         "warm-2": _probe(b, 2),
     }
-    runs["mkl-intel"] = _probe(tmp_path_factory.mktemp("cache-intel"), 1, preload=shims["intel"])
+    runs["mkl-intel"] = _probe(tmp_path_factory.mktemp("cache-intel"), 1, preload=intel_shim)
     return runs
 
 

@@ -16,7 +16,8 @@ Loading strategy, per query:
   missing) through one Core select whose rows are transposed into column arrays.
   ``_POINT_READERS`` is the registry.
 - ``sweeps``, ``runs``, ``fits``, ``verdicts``, ``events``: one Core select each (``runs`` adds
-  one GROUP BY for point counts); small tables, built from rows.
+  one GROUP BY for point counts); small tables, built from rows. ``progress``: the runs' configs
+  (for their budgets) and one GROUP BY for the compute each has reached.
 """
 
 from __future__ import annotations
@@ -114,6 +115,51 @@ def runs(store: Store, sweep: str) -> pd.DataFrame:
         return pd.DataFrame(out, columns=list(RUN_COLUMNS))
 
     df: pd.DataFrame = _read(store, fn, f"listing the runs of sweep {sweep!r}")
+    return df
+
+
+PROGRESS_COLUMNS: tuple[str, ...] = ("run_id", "status", "budget", "unit", "reached")
+_BUDGET_UNITS = ("steps", "gpu_hours", "flops", "tokens", "samples")
+
+
+def progress(store: Store, sweep: str) -> pd.DataFrame:
+    """How far each run of a sweep is on its planned compute. Columns: PROGRESS_COLUMNS: the run's
+    ``budget`` and ``unit`` as its stored config plans them (``config["budget"]``; NaN / None when
+    the config has none, e.g. imported or simulated runs) and ``reached``, the compute it has
+    logged in that unit (its last step for ``steps``, the largest value of the unit's column
+    otherwise; NaN when no point carries it). An ``--extend`` is not applied here (see
+    ``scalerl.harness.execution.extend.extensions``). One select of the runs' configs + one GROUP BY."""
+    import pandas as pd
+
+    def fn(conn: Connection) -> pd.DataFrame:
+        rows = conn.execute(
+            select(Run.run_id, Run.status, Run.config)
+            .join(SweepRun, Run.run_id == SweepRun.run_id)
+            .where(SweepRun.sweep == sweep)
+            .order_by(Run.run_id)
+        ).all()
+        maxes = conn.execute(
+            select(
+                Point.run_id,
+                func.max(Point.step),
+                *[func.max(getattr(Point, u)) for u in _BUDGET_UNITS[1:]],
+            )
+            .where(Point.run_id.in_(_members(sweep)))
+            .group_by(Point.run_id)
+        ).all()
+        reached = {r[0]: dict(zip(_BUDGET_UNITS, r[1:], strict=True)) for r in maxes}
+        out = []
+        for run_id, status, config in rows:
+            cfg = config if isinstance(config, dict) else json.loads(config or "{}")
+            planned = cfg.get("budget")
+            budget: dict[str, Any] = planned if isinstance(planned, dict) else {}
+            unit = budget.get("unit", "steps") if "value" in budget else None
+            value = float(budget["value"]) if unit is not None else float("nan")
+            got = (reached.get(run_id) or {}).get(unit) if unit in _BUDGET_UNITS else None
+            out.append((run_id, status, value, unit, float("nan") if got is None else float(got)))
+        return pd.DataFrame(out, columns=list(PROGRESS_COLUMNS))
+
+    df: pd.DataFrame = _read(store, fn, f"reading the progress of sweep {sweep!r}")
     return df
 
 

@@ -47,26 +47,45 @@ def _beyond(lo: float, hi: float, t: float) -> bool:
     return lo > t or hi < -t  # NaN compares False: a missing end proves nothing
 
 
+def _log_ratio(d: float, base: float) -> float:
+    """dB in B's units to the log-ratio the efficiency claims are made on."""
+    if not (math.isfinite(d) and math.isfinite(base)) or base <= 0 or base + d <= 0:
+        return math.nan
+    return math.log1p(d / base)
+
+
 def _floors(v: Verdict, min_rel_effect: float) -> tuple[float, float, float]:
-    f_b = min_rel_effect * abs(v.b_base) if math.isfinite(v.b_base) else math.nan
-    return v.margin, f_b, math.log1p(min_rel_effect)
+    """The thresholds: the A margin, and log(1 + min_rel_effect) for log B and log C_mid."""
+    return v.margin, math.log1p(min_rel_effect), math.log1p(min_rel_effect)
+
+
+def _b_interval(v: Verdict) -> tuple[float, float, float]:
+    return tuple(_log_ratio(x, v.b_base) for x in (v.d_b, v.d_b_lo, v.d_b_hi))  # type: ignore[return-value]
 
 
 def decided(v: Verdict, min_rel_effect: float = MIN_REL_EFFECT) -> tuple[bool, str]:
-    """(decided?, the intervals against their thresholds in words); see the module docstring."""
+    """(decided?, the intervals against their thresholds in words); see the module docstring.
+
+    The verdict kind carries the decision (the sweep's false-discovery step is part of it); the
+    intervals are re-checked so that a verdict read back from elsewhere cannot claim more than
+    its numbers show.
+    """
     m, f_b, f_c = _floors(v, min_rel_effect)
-    a_in = _inside(v.d_a_lo, v.d_a_hi, m)
+    _, b_lo, b_hi = _b_interval(v)
     a_txt = f"dA [{v.d_a_lo:+.3f}, {v.d_a_hi:+.3f}] vs margin {m:.3f}"
-    b_txt = f"dB [{v.d_b_lo:+.3f}, {v.d_b_hi:+.3f}] vs {f_b:.3f}"
+    b_txt = f"dlogB [{b_lo:+.3f}, {b_hi:+.3f}] vs {f_b:.3f}"
     c_txt = f"dlogC_mid [{v.d_log_c_mid_lo:+.3f}, {v.d_log_c_mid_hi:+.3f}] vs {f_c:.3f}"
+    a_in = _inside(v.d_a_lo, v.d_a_hi, m)
     if v.verdict == "asymptote-mover":
         return _beyond(v.d_a_lo, v.d_a_hi, m), a_txt
     if v.verdict == "efficiency-shaper":
-        moves = _beyond(v.d_b_lo, v.d_b_hi, f_b) or _beyond(v.d_log_c_mid_lo, v.d_log_c_mid_hi, f_c)
+        moves = _beyond(b_lo, b_hi, f_b) or _beyond(v.d_log_c_mid_lo, v.d_log_c_mid_hi, f_c)
         return a_in and moves, f"{a_txt}; {b_txt}; {c_txt}"
     if v.verdict == "no-effect":
-        same = _inside(v.d_b_lo, v.d_b_hi, f_b) and _inside(v.d_log_c_mid_lo, v.d_log_c_mid_hi, f_c)
+        same = _inside(b_lo, b_hi, f_b) and _inside(v.d_log_c_mid_lo, v.d_log_c_mid_hi, f_c)
         return a_in and same, f"{a_txt}; {b_txt}; {c_txt}"
+    if v.verdict == "undecided" and v.pending == "seeds":
+        return False, f"{a_txt}; {b_txt}; {c_txt}"
     return False, f"verdict {v.verdict}"
 
 
@@ -120,16 +139,19 @@ def _min(*ns: int | None) -> int | None:
 
 
 def _seeds_to_decide(v: Verdict, level: float, seeds_now: int, min_rel_effect: float) -> int | None:
+    """Seeds per variant for the intervals that straddle to clear their thresholds: dA alone when
+    its estimate is beyond the margin (the mover claim), else every interval of the equivalence
+    claim (for a shaper, dA and the easier of dlogB and dlogC_mid)."""
     m, f_b, f_c = _floors(v, min_rel_effect)
-    level2 = 1.0 - (1.0 - level) / 2.0  # dB and dlogC_mid: Bonferroni over the two tests
+    level2 = 1.0 - (1.0 - level) / 2.0  # dlogB and dlogC_mid: Bonferroni over the two tests
     a = _seeds(v.d_a, v.d_a_lo, v.d_a_hi, m, level, seeds_now)
-    if v.verdict == "asymptote-mover":
+    if v.verdict == "asymptote-mover" or (math.isfinite(v.d_a) and abs(v.d_a) > m):
         return a
-    b = _seeds(v.d_b, v.d_b_lo, v.d_b_hi, f_b, level2, seeds_now)
+    b = _seeds(*_b_interval(v), f_b, level2, seeds_now)
     c = _seeds(v.d_log_c_mid, v.d_log_c_mid_lo, v.d_log_c_mid_hi, f_c, level2, seeds_now)
     if v.verdict == "efficiency-shaper":
         return _max(a, _min(b, c))
-    return _max(a, b, c)  # no-effect: every interval inside its threshold
+    return _max(a, b, c)  # no effect: every interval inside its threshold
 
 
 def _pin_compute(analysis: SweepAnalysis, name: str, margin: float) -> float:
@@ -162,7 +184,7 @@ def what_decides(
         if ok:
             continue
         seeds_now = analysis.seeds
-        if v.verdict in ("asymptote-mover", "efficiency-shaper", "no-effect"):
+        if v.verdict in ("asymptote-mover", "efficiency-shaper", "no-effect") or v.pending == "seeds":
             n = _seeds_to_decide(v, level, seeds_now, min_rel_effect)
             straddling = ", ".join(part.split(" [")[0] for part in rule.split("; ") if _straddles(part))
             if n is None:

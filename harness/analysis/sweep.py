@@ -42,6 +42,8 @@ class FitRequest:
     method: str = "fast"
     n_boot: int = 200
     seed: int = 0
+    # The verdicts' interval level; None: the spec's fit.confidence (stop-when-decided's interim looks).
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)

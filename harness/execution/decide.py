@@ -1,22 +1,40 @@
 """Stop when decided: stop a variant's runs once more compute cannot change its verdict.
 
 With ``fit.stop_when: decided`` in the sweep file, ``scalerl sweep --wait`` calls a
-:class:`DecideMonitor` on each progress tick. When new points have arrived (and at most every
-``min_interval_s``), it fits the sweep exactly as ``scalerl fit`` does
-(:func:`scalerl.harness.analysis.sweep.fit_sweep`, nothing written) and stops the running runs of every
-decided variant through the executor, as ``scalerl cancel`` does: the job checkpoints at its next
-step boundary and the run is marked ``stopped-decided``, with an event carrying the verdict.
-``scalerl sweep --extend`` can take such a run further from its checkpoint.
+:class:`DecideMonitor` on each progress tick. It looks at the sweep only at the interim looks of a
+:class:`~scalerl.harness.analysis.spending.LookPlan` (default: at 25%, 50% and 75% of the runs'
+planned compute, each at 99.9%): when a variant's runs (and the baseline's) cross a planned
+fraction, it fits the sweep exactly as ``scalerl fit`` does at that interim level
+(:func:`scalerl.harness.analysis.sweep.fit_sweep`, nothing written) and stops the running runs of
+every variant that the look decides, through the executor, as ``scalerl cancel`` does: the job
+checkpoints at its next step boundary and the run is marked ``stopped-decided``, with an event
+carrying the verdict, the look and its level. ``scalerl sweep --extend`` can take such a run
+further from its checkpoint.
 
 The rule is :func:`scalerl.harness.analysis.decision.decided`: a verdict is decided when none of the
-intervals it rests on (at ``fit.confidence``) straddles its threshold (the A margin, 10% of B,
-a factor 1.1 in C_mid); ``undecided``, ``unfit`` and ``unstable`` never are.
+intervals it rests on straddles its threshold (the A margin, 10% of B, a factor 1.1 in C_mid);
+``undecided``, ``unfit`` and ``unstable`` never are. A variant decided at a look keeps that verdict
+(it is not looked at again).
+
+When to look, per variant: its fraction is the smallest ``reached / budget`` over the runs its
+verdict rests on (its own and the baseline's) that have not ended, from each run's stored
+config (``budget``, raised by the latest ``--extend``) and the compute its points have reached
+(:func:`scalerl.db.queries.progress`); it is looked at when that fraction passes a planned look
+it has not had (a look jumped over is skipped, never made up). Where a run's planned size is
+unknown (no budget in its config, no point on the budget's unit), the looks go by point count
+instead (:func:`~scalerl.harness.analysis.spending.looks_by_points`), at most as many.
+
+The guarantee: every variant gets at most ``k`` interim looks at ``1 - alpha_i`` each, and its
+final verdict (``scalerl fit`` on the full curves) belongs at
+:func:`~scalerl.harness.analysis.spending.final_level` = ``1 - (alpha - k alpha_i)``, so by the
+union bound its chance of a wrong verdict, stopped early or not, is at most ``alpha = 1 -
+fit.confidence`` (given intervals with their nominal coverage). Looking at every new point at
+``fit.confidence``, as this monitor did before, gave no such bound.
 
 A variant is judged only once every one of its runs (and every baseline run) has points, so the
 verdict pools the same seeds the full sweep would. The baseline's runs keep running while any
 other variant of the sweep is undecided (a variant with no verdict yet counts as undecided) and
-are stopped once all are decided. Repeated looks at a growing curve make an early stop somewhat
-likelier than ``1 - confidence`` suggests; raise ``fit.confidence`` (0.99) to be stricter.
+are stopped once all are decided.
 """
 
 from __future__ import annotations
@@ -25,10 +43,11 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scalerl.harness.analysis.decision import decided
+from scalerl.harness.analysis.spending import LookPlan, looks_by_points, looks_reached
 from scalerl.harness.analysis.verdicts import Verdict
 
 log = logging.getLogger(__name__)
@@ -99,19 +118,87 @@ def _no_knob(knob: Any) -> bool:
     return knob is None or knob != knob  # None or NaN
 
 
-def fit_verdicts(store: Any, sweep: str) -> list[Verdict]:
-    """The sweep's verdicts as ``scalerl fit`` computes them (its defaults; nothing written)."""
-    from scalerl.harness.analysis.sweep import fit_sweep
+def fit_verdicts(store: Any, sweep: str, level: float | None = None) -> list[Verdict]:
+    """The sweep's verdicts as ``scalerl fit`` computes them (its defaults; nothing written), with
+    intervals at ``level`` (None: the sweep's ``fit.confidence``)."""
+    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep
 
-    result = fit_sweep(store, sweep, write=False)
+    result = fit_sweep(store, sweep, FitRequest(confidence=level), write=False)
     return list(result.analysis.verdicts) if result.analysis is not None else []
+
+
+@dataclass(frozen=True)
+class Due:
+    """A variant whose next planned look has come: how far it is (``fraction``, NaN when its
+    planned size is unknown), the fewest points of its runs and how many looks it has reached."""
+
+    variant: str
+    fraction: float
+    points: int
+    looks: int
+
+
+def looks_due(
+    runs: Sequence[dict[Any, Any]],
+    progress: Sequence[dict[Any, Any]],
+    plan: LookPlan,
+    taken: dict[str, int],
+    *,
+    extended: dict[str, float] | None = None,
+) -> list[Due]:
+    """The non-baseline variants whose next look has come, from the store's runs (``queries.runs``
+    records), their progress (``queries.progress`` records; ``extended``: run_id -> a budget raised
+    by ``--extend``) and the looks each variant has had (``taken``). A variant's fraction is the
+    smallest ``reached / budget`` over the runs its verdict rests on (its own and the baseline's)
+    that have not ended; with any of those unknown, the looks go by points
+    (:func:`~scalerl.harness.analysis.spending.looks_by_points`). A variant whose runs and the
+    baseline's have all ended is not looked at (its verdict is the final fit's)."""
+    from scalerl.db.records import ENDED_STATUSES
+
+    ext = extended or {}
+    frac: dict[str, float] = {}
+    for p in progress:
+        rid = str(p["run_id"])
+        budget = ext.get(rid, _num(p.get("budget")))
+        reached = _num(p.get("reached"))
+        frac[rid] = reached / budget if budget > 0 and math.isfinite(reached) else math.nan
+    by_variant: dict[str, list[dict[Any, Any]]] = {}
+    for r in runs:
+        by_variant.setdefault(str(r["variant"]), []).append(r)
+    baseline = [r for rs in by_variant.values() if all(_no_knob(x.get("knob")) for x in rs) for r in rs]
+    out: list[Due] = []
+    for name, rs in by_variant.items():
+        if all(_no_knob(r.get("knob")) for r in rs):
+            continue
+        members = rs + baseline
+        live = [r for r in members if str(r["status"]) not in ENDED_STATUSES]
+        if not live:
+            continue
+        points = min(int(r.get("n_points") or 0) for r in members)
+        fractions = [frac.get(str(r["run_id"]), math.nan) for r in live]
+        if all(math.isfinite(f) for f in fractions):
+            fraction = min(fractions)
+            looks = looks_reached(plan, fraction) if points > 0 else 0
+        else:
+            fraction, looks = math.nan, looks_by_points(plan, points)
+        if looks > taken.get(name, 0):
+            out.append(Due(name, fraction, points, looks))
+    return out
+
+
+def _num(x: Any) -> float:
+    return float(x) if isinstance(x, int | float) else math.nan
 
 
 @dataclass
 class DecideMonitor:
-    """Called on each ``scalerl sweep --wait`` tick; fits and stops when something new arrived.
+    """Called on each ``scalerl sweep --wait`` tick; at a planned look, fits and stops what the
+    look decides (see the module docstring).
 
-    Not thread-safe; one per process. Returns the runs it stopped on this call (usually none).
+    ``plan`` defaults to ``LookPlan(level=confidence)``. ``fit(store, sweep, level)`` returns the
+    sweep's verdicts with intervals at ``level`` (default :func:`fit_verdicts`). Not thread-safe;
+    one per process. Returns the runs it stopped on this call (usually none). ``looks``: per
+    variant, the planned looks it has had; ``frozen``: the verdicts that decided a variant.
     """
 
     store: Any
@@ -120,14 +207,23 @@ class DecideMonitor:
     min_interval_s: float = 15.0
     say: Callable[[str], object] = print
     stop: Callable[..., dict[str, str]] | None = None  # default: scalerl.harness.execution.cancel.stop_runs
-    fit: Callable[[Any, str], Sequence[Verdict]] | None = None  # default: fit_verdicts
+    fit: Callable[[Any, str, float], Sequence[Verdict]] | None = None  # default: fit_verdicts
+    plan: LookPlan | None = None
     _seen_points: int = -1
     _last: float = -math.inf
+    looks: dict[str, int] = field(default_factory=dict)
+    frozen: dict[str, Verdict] = field(default_factory=dict)
     stopped: list[Stop] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.plan is None:
+            self.plan = LookPlan(level=self.confidence)
 
     def __call__(self) -> list[Stop]:
         from scalerl.db import queries
+        from scalerl.harness.execution.extend import extensions
 
+        assert self.plan is not None
         runs: list[dict[Any, Any]] = queries.runs(self.store, self.sweep).to_dict("records")
         points = sum(int(r.get("n_points") or 0) for r in runs)
         if points == self._seen_points or time.monotonic() - self._last < self.min_interval_s:
@@ -135,21 +231,37 @@ class DecideMonitor:
         if not any(r["status"] == "running" for r in runs):
             return []
         self._seen_points, self._last = points, time.monotonic()
+        progress = queries.progress(self.store, self.sweep).to_dict("records")
+        due = looks_due(runs, progress, self.plan, self.looks, extended=extensions(self.store, self.sweep))
+        due = [d for d in due if d.variant not in self.frozen]
+        if not due:
+            return []
+        level = self.plan.interim_level
         from scalerl.harness.errors import HarnessError
 
         try:
-            verdicts = (self.fit or fit_verdicts)(self.store, self.sweep)
-        except HarnessError as err:  # e.g. no points for the metric yet
+            verdicts = (self.fit or fit_verdicts)(self.store, self.sweep, level)
+        except HarnessError as err:  # e.g. no points for the metric yet: no look taken
             log.info("stop-when-decided: no fit yet (%s)", err)
             return []
         except Exception:  # an optimisation failing must not end `--wait`: the runs go on
             log.exception("stop-when-decided: fitting sweep %s failed; runs keep running", self.sweep)
             return []
-        stops, _ = plan_stops(runs, verdicts, confidence=self.confidence)
+        now = {d.variant: d for d in due}
+        for d in due:
+            self.looks[d.variant] = d.looks
+        looked = [v for v in verdicts if v.variant in now and v.variant not in self.frozen]
+        stops, why = plan_stops(runs, [*self.frozen.values(), *looked], confidence=level)
+        for v in looked:
+            if why.get(v.variant, "").startswith("decided"):
+                self.frozen[v.variant] = v
+        decided_now = sum(v.variant in self.frozen for v in looked)
+        self.say(f"stop-when-decided: a look at {level:.1%} for {len(due)} variant(s): {decided_now} decided")
         if not stops:
             return []
         from scalerl.harness.execution.cancel import stop_runs
 
+        stops = [replace(s, detail=s.detail | _look(now.get(s.variant))) for s in stops]
         done = (self.stop or stop_runs)(
             self.store,
             self.sweep,
@@ -163,3 +275,9 @@ class DecideMonitor:
             self.say(f"stopped-decided: {s.variant} run {s.run_id} ({verdict}: {rule})")
         self.stopped += out
         return out
+
+
+def _look(d: Due | None) -> dict[str, Any]:
+    if d is None:  # the baseline: stopped because every other variant is decided
+        return {}
+    return {"look": d.looks, "fraction": _clean(d.fraction), "min_points": d.points}

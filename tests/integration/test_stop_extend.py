@@ -17,6 +17,7 @@ import yaml
 
 from scalerl import db
 from scalerl.db import queries
+from scalerl.harness.analysis.spending import LookPlan
 from scalerl.harness.analysis.verdicts import Verdict
 from scalerl.harness.cli import main
 from scalerl.harness.execution.decide import DecideMonitor
@@ -118,11 +119,13 @@ def test_stop_when_decided_keeps_the_checkpoint_and_extend_finishes_the_run(tmp_
     runs = queries.runs(store, "sd")
     variant = str(runs.loc[runs.knob.notna(), "variant"].iloc[0])
 
-    def fit(store: Any, sweep: str) -> list[Verdict]:
+    def fit(store: Any, sweep: str, level: float) -> list[Verdict]:
         # Decided as soon as every run has a point past step 0 (the real fit needs long curves).
         return [_mover(variant)] if (queries.runs(store, sweep)["n_points"] >= 2).all() else []
 
-    monitor = DecideMonitor(store, "sd", min_interval_s=0.0, fit=fit, say=lambda _: None)
+    # The first look at 5% of the 400-step budget each run's config plans: step 20.
+    plan = LookPlan(fractions=(0.05, 0.5, 0.75))
+    monitor = DecideMonitor(store, "sd", min_interval_s=0.0, fit=fit, say=lambda _: None, plan=plan)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(monitor.stopped) < 2:
         monitor()
@@ -139,7 +142,7 @@ def test_stop_when_decided_keeps_the_checkpoint_and_extend_finishes_the_run(tmp_
     steps = {}
     for rid in runs["run_id"]:
         step = ReferenceRunner().resume_step(state / "runs" / rid)
-        assert step is not None and 10 <= step < budget  # stopped early, checkpoint kept
+        assert step is not None and 20 <= step < budget  # stopped early, checkpoint kept
         steps[rid] = step
     events = queries.events(store, "sd")
     decided = events[events.kind == "stopped-decided"]

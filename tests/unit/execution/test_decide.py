@@ -14,8 +14,9 @@ from scalerl import db
 from scalerl.db import RunRecord, queries
 from scalerl.harness.analysis.curve import sigmoid_curve
 from scalerl.harness.analysis.decision import decided
+from scalerl.harness.analysis.spending import LookPlan
 from scalerl.harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
-from scalerl.harness.execution.decide import DecideMonitor, plan_stops
+from scalerl.harness.execution.decide import DecideMonitor, looks_due, plan_stops
 from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
 
 FAST = VerdictOptions(n_boot=100)
@@ -112,34 +113,48 @@ def test_a_variant_is_judged_only_when_every_seed_has_points() -> None:
     assert {s.variant for s in stops} == {"loo-dapo"} and why["loo-new"] == "no verdict yet"
 
 
-def _store_with_points(tmp_path: Path, n_points: int) -> Any:
+def _store_with_points(tmp_path: Path, n_points: int, budget: float | None = 8.0) -> Any:
+    """A baseline run and a loo-dapo run, each with points at steps 0 .. n_points - 1 and (unless
+    ``budget`` is None) a planned budget of ``budget`` steps in its config."""
     store = db.open_store(f"sqlite:///{tmp_path / 's.db'}")
     store.ensure_sweep("sd", {})
+    config = {} if budget is None else {"budget": {"value": budget, "unit": "steps"}}
     records = [
         RunRecord(
-            run_id=rid, sweep="sd", variant=v, knob=k, alternative=None, seed=0, config={}, config_hash=rid
+            run_id=rid,
+            sweep="sd",
+            variant=v,
+            knob=k,
+            alternative=None,
+            seed=0,
+            config=config,
+            config_hash=rid,
         )
         for rid, v, k in (("b0", "baseline", None), ("m0", "loo-dapo", "loss"))
     ]
     store.register_runs(records)
     for r in records:
         attempt = store.start_attempt(r.run_id, executor="debug", job_id="1")
-        w = store.writer(r.run_id, attempt)
-        for step in range(n_points):
-            w.add(step, {"val/pass_rate": 0.5}, {"flops": float(step + 1)})
-        w.close()
+        _add(store, r.run_id, range(n_points), attempt)
     return store
 
 
-def test_the_monitor_fits_only_when_points_arrive_and_stops_what_is_decided(tmp_path: Path) -> None:
-    store = _store_with_points(tmp_path, 3)
-    fits: list[int] = []
+def _add(store: Any, run_id: str, steps: Any, attempt: int = 1) -> None:
+    w = store.writer(run_id, attempt)
+    for step in steps:
+        w.add(step, {"val/pass_rate": 0.5}, {"flops": float(step + 1)})
+    w.close()
+
+
+def test_the_monitor_looks_at_the_first_planned_fraction_and_stops_what_is_decided(tmp_path: Path) -> None:
+    store = _store_with_points(tmp_path, 3)  # step 2 of a budget of 8 steps: 25%, the first look
+    levels: list[float] = []
     stopped: list[tuple[list[str], str, dict[str, Any]]] = []
     mover = _verdict("asymptote-mover", d_a=-0.1, d_a_lo=-0.15, d_a_hi=-0.05)
     mover = replace(mover, variant="loo-dapo")
 
-    def fit(store: Any, sweep: str) -> list[Verdict]:
-        fits.append(1)
+    def fit(store: Any, sweep: str, level: float) -> list[Verdict]:
+        levels.append(level)
         return [mover]
 
     def stop(store: Any, sweep: str, run_ids: list[str], *, status: str, details: Any) -> dict[str, str]:
@@ -152,32 +167,84 @@ def test_the_monitor_fits_only_when_points_arrive_and_stops_what_is_decided(tmp_
     mon = DecideMonitor(store, "sd", min_interval_s=0.0, fit=fit, stop=stop, say=said.append)
     out = mon()
     # Both runs stop: loo-dapo is decided, so the baseline (the only other variant) is not needed.
-    assert sorted(s.run_id for s in out) == ["b0", "m0"] and len(fits) == 1
-    assert stopped[0][1] == "stopped-decided" and stopped[0][2]["m0"]["verdict"] == "asymptote-mover"
+    assert sorted(s.run_id for s in out) == ["b0", "m0"] and levels == [0.999]
+    event = stopped[0][2]["m0"]
+    assert stopped[0][1] == "stopped-decided" and event["verdict"] == "asymptote-mover"
+    assert (event["confidence"], event["look"], event["fraction"], event["min_points"]) == (0.999, 1, 0.25, 3)
     assert said == [
+        "stop-when-decided: a look at 99.9% for 1 variant(s): 1 decided",
         "stopped-decided: loo-dapo run m0 (asymptote-mover: dA [-0.150, -0.050] vs margin 0.020)",
         "stopped-decided: baseline run b0 (baseline: every other variant is decided)",
     ]
     status = dict(zip(queries.runs(store, "sd")["run_id"], queries.runs(store, "sd")["status"], strict=True))
     assert status == {"b0": "stopped-decided", "m0": "stopped-decided"}
+    assert mon.frozen == {"loo-dapo": mover} and mon.looks == {"loo-dapo": 1}
     # Nothing running and no new points: no more fits.
-    assert mon() == [] and len(fits) == 1
+    assert mon() == [] and levels == [0.999]
+
+
+def test_the_monitor_fits_only_at_planned_looks_and_spends_each_once(tmp_path: Path) -> None:
+    store = _store_with_points(tmp_path, 1, budget=20.0)  # step 0 of 20
+    levels: list[float] = []
+    undecided = replace(_verdict("undecided"), variant="loo-dapo")
+
+    def fit(store: Any, sweep: str, level: float) -> list[Verdict]:
+        levels.append(level)
+        return [undecided]
+
+    mon = DecideMonitor(store, "sd", min_interval_s=0.0, fit=fit, say=lambda _: None)
+    looked = []
+    for step in range(1, 21):  # both runs advance one step per tick
+        _add(store, "b0", [step])
+        _add(store, "m0", [step])
+        n = len(levels)
+        assert mon() == []
+        if len(levels) > n:
+            looked.append(step)
+    # Looks at 25%, 50%, 75% of 20 steps, each once at 99.9%; none after the last planned one.
+    assert looked == [5, 10, 15] and levels == [0.999] * 3 and mon.looks == {"loo-dapo": 3}
+    assert mon.frozen == {}
 
 
 def test_the_monitor_is_throttled(tmp_path: Path) -> None:
     store = _store_with_points(tmp_path, 3)
-    fits: list[int] = []
+    fits: list[float] = []
 
-    def fit(store: Any, sweep: str) -> list[Verdict]:
-        fits.append(1)
+    def fit(store: Any, sweep: str, level: float) -> list[Verdict]:
+        fits.append(level)
         return []  # nothing decided
 
-    mon = DecideMonitor(store, "sd", min_interval_s=3600.0, fit=fit)
+    mon = DecideMonitor(store, "sd", min_interval_s=3600.0, fit=fit, say=lambda _: None)
     assert mon() == [] and mon() == [] and len(fits) == 1  # same points: no second fit
-    w = store.writer("b0", 1)
-    w.add(10, {"val/pass_rate": 0.5}, {"flops": 11.0})
-    w.close()
-    assert mon() == [] and len(fits) == 1  # new points, but within min_interval_s
+    _add(store, "b0", [3, 4])
+    _add(store, "m0", [3, 4])
+    assert mon() == [] and len(fits) == 1  # the 50% look is due, but within min_interval_s
+
+
+def test_the_slowest_run_sets_the_fraction_and_an_unknown_budget_falls_back_to_points() -> None:
+    plan = LookPlan()
+    runs: list[dict[str, Any]] = [
+        {"run_id": "b0", "variant": "baseline", "knob": None, "status": "running", "n_points": 30},
+        {"run_id": "b1", "variant": "baseline", "knob": None, "status": "running", "n_points": 30},
+        {"run_id": "m0", "variant": "loo-m", "knob": "loss", "status": "running", "n_points": 30},
+        {"run_id": "s0", "variant": "loo-s", "knob": "pipeline", "status": "submitted", "n_points": 0},
+    ]
+    reached = {"b0": 60.0, "b1": 55.0, "m0": 80.0, "s0": math.nan}
+    progress: list[dict[str, Any]] = [
+        {"run_id": k, "budget": 100.0, "unit": "steps", "reached": v} for k, v in reached.items()
+    ]
+    (due,) = looks_due(runs, progress, plan, {})
+    # loo-m: its verdict rests on b0, b1 (55%) and m0 (80%): the slowest, 55%, has passed 2 looks.
+    assert (due.variant, due.fraction, due.looks, due.points) == ("loo-m", 0.55, 2, 30)
+    assert looks_due(runs, progress, plan, {"loo-m": 2}) == []  # taken: no look until 75%
+    # A run that has ended no longer holds its variant back; an --extend to 200 halves a fraction.
+    runs[1] = runs[1] | {"status": "failed"}
+    assert looks_due(runs, progress, plan, {"loo-m": 1})[0].fraction == 0.6
+    assert looks_due(runs, progress, plan, {}, extended={"m0": 200.0})[0].fraction == 0.4
+    # Planned size unknown (no budget in the config): looks at 8, 16, 32 points, at most 3.
+    blind = [p | {"budget": math.nan} for p in progress]
+    assert [d.looks for d in looks_due(runs, blind, plan, {})] == [2]  # 30 points: 8 and 16
+    assert looks_due([r | {"n_points": 7} for r in runs], blind, plan, {}) == []
 
 
 def test_fit_says_what_would_decide_each_undecided_knob() -> None:

@@ -135,7 +135,9 @@ class Contrast:
 
     @property
     def ok(self) -> bool:
-        return math.isfinite(self.d) and math.isfinite(self.se) and self.se > 0 and self.df > 0
+        # se == 0 is exact data (no noise at all, as in a noiseless simulation): the interval is a
+        # point and every claim is decided by the estimate alone.
+        return math.isfinite(self.d) and math.isfinite(self.se) and self.se >= 0 and self.df > 0
 
     def quantile(self, level: float) -> float:
         return float(stats.t.ppf(0.5 + level / 2.0, self.df)) if self.ok else _NAN
@@ -151,6 +153,8 @@ class Contrast:
         beyond +threshold or wholly beyond -threshold."""
         if not self.ok:
             return 1.0
+        if self.se == 0:
+            return 0.0 if abs(self.d) > threshold else 1.0
         return float(min(1.0, 2.0 * stats.t.sf((abs(self.d) - threshold) / self.se, self.df)))
 
     def p_inside(self, threshold: float) -> float:
@@ -158,6 +162,8 @@ class Contrast:
         exactly when the level interval lies wholly inside (-threshold, threshold)."""
         if not self.ok:
             return 1.0
+        if self.se == 0:
+            return 0.0 if abs(self.d) < threshold else 1.0
         return float(min(1.0, 2.0 * stats.t.sf((threshold - abs(self.d)) / self.se, self.df)))
 
     def seeds_to_clear(

@@ -21,6 +21,7 @@ import numpy as np
 
 from scalerl.harness.analysis.curve import FitOptions, SigmoidFit
 from scalerl.harness.analysis.fitters import Curve
+from scalerl.harness.analysis.spending import sweep_level
 from scalerl.harness.analysis.verdicts import SweepAnalysis, VariantCurves, VerdictOptions, classify
 from scalerl.harness.errors import AnalysisError
 
@@ -149,8 +150,10 @@ def analyze_frame(
     method: str = "fast",
     n_boot: int = 200,
     seed: int = 0,
+    level: float | None = None,
 ) -> SweepFitResult:
-    """Fit a ``curves()`` frame (one metric) and build the fit and verdict rows."""
+    """Fit a ``curves()`` frame (one metric) and build the fit and verdict rows. ``level``: the
+    verdicts' interval level (None: the sweep's, :func:`scalerl.harness.analysis.spending.sweep_level`)."""
     if frame.empty:
         raise AnalysisError(
             f"sweep {sweep!r} has no points for metric {metric!r} "
@@ -171,7 +174,7 @@ def analyze_frame(
     vopts = VerdictOptions(
         margin=margin,
         n_boot=n_boot,
-        level=float(((spec or {}).get("fit") or {}).get("confidence") or 0.95),
+        level=level if level is not None else sweep_level((spec or {}).get("fit")),
         seed=seed,
         detect_d_a=None if power.get("detect_d_a") is None else float(power["detect_d_a"]),
         detect_d_b=None if power.get("detect_d_b") is None else float(power["detect_d_b"]),
@@ -205,10 +208,15 @@ def noise_notes(analysis: SweepAnalysis) -> list[str]:
     kinds = sorted(set(analysis.noise_sources.values()))
     parts = [f"point noise: {', '.join(kinds) or 'none'} (binomial where points carry n)"]
     if math.isfinite(analysis.seed_noise):
-        parts.append(f"seed noise on A {analysis.seed_noise:.4f}")
+        parts.append(
+            f"seed sd of A {analysis.seed_noise:.4f} ({analysis.df} degrees of freedom, pooled over "
+            "the sweep)"
+        )
     if math.isfinite(analysis.noise_a):
         parts.append(f"measurement-noise SE of one run's A {analysis.noise_a:.4f}")
-    parts.append(f"margin used {analysis.margin:.4f} (set by the {analysis.margin_source})")
+    if math.isfinite(analysis.r0):
+        parts.append(f"R0 {analysis.r0:.4f} shared by every run (their first evaluations)")
+    parts.append(f"margin {analysis.margin:.4f} ({analysis.margin_source})")
     out = ["; ".join(parts)]
     asked = [v for v in analysis.verdicts if v.power_note]
     if asked:
@@ -252,6 +260,7 @@ def fit_sweep(
         method=req.method,
         n_boot=req.n_boot,
         seed=req.seed,
+        level=req.confidence,
     )
     if write:
         save_fits(store, result)

@@ -524,41 +524,49 @@ RISE_SHARE = 0.4
 RISE_LEVEL = 0.9
 
 
-def still_rising(vc: VariantCurves, sigma: Sequence[FloatArray]) -> str:
+def still_rising(vc: VariantCurves, sigma: Sequence[FloatArray], margin: float) -> str:
     """Why the variant's curves are still rising at the end ('' when they are not shown to be).
 
     A sigmoid fit can "find" a plateau in a curve that has not reached one (AR(1) wander, a
     slow curve cut at 60% of its gain): on simulated sweeps those fits made slower shapers look
-    like ceiling drops. This check uses no fit: each seed's mean over the last half of its late
-    share (``RISE_SHARE`` of points) less its mean over the first half, one number per seed, so
-    the autocorrelation inside a run is in the seeds' spread. Rising = the mean difference is
-    positive at one-sided ``RISE_LEVEL`` (t over seeds; one seed: its points' SEs).
+    like ceiling drops. This check uses no fit. Per seed: the mean of its points in the last
+    half of its late compute (the last ``RISE_SHARE`` = 40% of its compute range) less the mean
+    in the first half, one number per seed, so a run's autocorrelated wander is in the seeds'
+    spread. Rising = that difference is positive at one-sided ``RISE_LEVEL`` (t over seeds, the SE
+    at least what the points' own noise implies; one seed: that noise alone) and at least a
+    quarter of the margin (a plateau creeping up by less
+    cannot move a verdict).
     """
     diffs, noise = [], []
-    for (c, v), se in zip(vc.curves, sigma, strict=True):
+    for (c, v), point_se_ in zip(vc.curves, sigma, strict=True):
         cc, vv = np.asarray(c, dtype=np.float64), np.asarray(v, dtype=np.float64)
-        ss = np.broadcast_to(np.asarray(se, dtype=np.float64), vv.shape)
+        ss = np.broadcast_to(np.asarray(point_se_, dtype=np.float64), vv.shape)
         keep = np.isfinite(cc) & np.isfinite(vv)
-        order = np.argsort(cc[keep], kind="stable")
-        vv, ss = vv[keep][order], ss[keep][order]
-        k = max(4, round(RISE_SHARE * vv.size))
-        if vv.size < k + 2:
+        cc, vv, ss = cc[keep], vv[keep], ss[keep]
+        if cc.size < 6:
             continue
-        half = k // 2
-        early, late = vv[-k:-half] if half else vv[-k:], vv[-half:]
-        diffs.append(float(late.mean() - early.mean()))
-        e_s, l_s = ss[-k:-half], ss[-half:]
-        noise.append(float(np.nansum(e_s**2)) / e_s.size**2 + float(np.nansum(l_s**2)) / l_s.size**2)
+        top = float(cc.max())
+        lo, mid = top * (1.0 - RISE_SHARE), top * (1.0 - RISE_SHARE / 2.0)
+        early, late = (cc >= lo) & (cc < mid), cc >= mid
+        if early.sum() < 2 or late.sum() < 2:
+            continue
+        diffs.append(float(vv[late].mean() - vv[early].mean()))
+        noise.append(
+            float(np.nansum(ss[early] ** 2)) / float(early.sum()) ** 2
+            + float(np.nansum(ss[late] ** 2)) / float(late.sum()) ** 2
+        )
     if not diffs:
         return ""
     d = np.array(diffs)
     mean = float(d.mean())
+    # The points' own noise is a floor on the SE: two seeds that agree by chance prove nothing.
+    se_points = math.sqrt(float(np.mean(noise)) / d.size)
     if d.size >= 2:
-        se = float(d.std(ddof=1)) / math.sqrt(d.size)
+        se = max(float(d.std(ddof=1)) / math.sqrt(d.size), se_points)
         crit = float(student_t.ppf(RISE_LEVEL, d.size - 1))
     else:
-        se, crit = math.sqrt(noise[0]), _NORMAL.inv_cdf(RISE_LEVEL)
-    if mean > 0 and se > 0 and mean > crit * se:
+        se, crit = se_points, _NORMAL.inv_cdf(RISE_LEVEL)
+    if mean > max(0.25 * margin, crit * se) and se > 0:
         return (
             f"{vc.variant} is still rising at the end of its compute (its last points are {mean:+.3f} "
             f"above the ones before, {mean / se:.1f} SE)"
@@ -611,6 +619,7 @@ class _Judged:
     a_common: float = _NAN
     b_base: float = _NAN
     late: bool = False  # the late-level lower-bound claim (a ceiling not measured)
+    why_late: str = ""  # why the ceiling is not measured
     claims: dict[str, float] = field(default_factory=dict)  # verdict kind -> p
 
 
@@ -688,7 +697,7 @@ def classify(
 
     def unpinned(name: str) -> str:
         vc_h = replace(seeds[name].vc, curves=tuple(healthy_curves[name]))
-        return _unpinned(vc_h, pooled[name].fit, margin) or still_rising(vc_h, healthy_sigma[name])
+        return _unpinned(vc_h, pooled[name].fit, margin) or still_rising(vc_h, healthy_sigma[name], margin)
 
     # 3. Per-seed A, pooled over every variant whose ceiling is measured: one seed variance.
     measured = {
@@ -751,7 +760,7 @@ def classify(
                 se_seed = pooled_a.seed_sd / math.sqrt(n_v) if math.isfinite(pooled_a.seed_sd) else 0.0
                 se = math.sqrt(max(level_se, se_seed) ** 2 + b_est.var)
                 contrast = Contrast(level_v - b_est.mean, se, float(pooled_a.df))
-                judged[vc.variant] = _Judged(s, contrast, late=True)
+                judged[vc.variant] = _Judged(s, contrast, late=True, why_late=why_unpinned)
                 continue
             verdicts[vc.variant] = _blank(
                 base, vc, "undecided", margin,
@@ -827,7 +836,7 @@ def classify(
         seeds_now = min(len(base_seeds.healthy), len(j.seeds.healthy))
         if j.late:
             lo, hi = (lo, _NAN)
-            a_txt = "its ceiling is not measured; "
+            a_txt = f"{j.why_late}: its ceiling is not measured; "
             if decided_ok:
                 reason = (
                     f"the ceiling rises: {a_txt}the late level (a lower bound on A) less the baseline's A is "

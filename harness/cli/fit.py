@@ -171,7 +171,9 @@ def _print_next(analysis: Any, groups: Any, spec: dict[str, Any]) -> None:
 
     base = [name for name, g in groups.items() if g.knob is None]
     reached = {name: float(max(np.nanmax(c) for c, _ in g.curves)) for name, g in groups.items()}
-    level = float((spec.get("fit") or {}).get("confidence") or 0.95)
+    from scalerl.harness.analysis.spending import sweep_level
+
+    level = sweep_level(spec.get("fit"))
     steps = what_decides(analysis, base[0] if len(base) == 1 else "", reached, level=level)
     if not steps:
         print("every knob is decided (no interval straddles its threshold)")

@@ -55,15 +55,15 @@ def test_the_rule_asks_every_interval_of_the_verdict_to_clear_its_threshold() ->
         assert not ok and why == f"verdict {kind}"
 
 
+CUT = np.geomspace(200, 40_000, 50)  # a compute range that ends before C_mid=20,000 plateaus
+
+
 def _late(name: str) -> VariantCurves:
     """Three seeds still far below their ceiling (A 0.95, C_mid 20,000): ``undecided``."""
     rng = np.random.default_rng(7)
-    y = [
-        sigmoid_curve(COMPUTE, 0.2, 0.95, 1.5, 20_000.0) + rng.normal(0, 0.005, COMPUTE.size)
-        for _ in range(3)
-    ]
+    y = [sigmoid_curve(CUT, 0.2, 0.95, 1.5, 20_000.0) + rng.normal(0, 0.005, CUT.size) for _ in range(3)]
     return VariantCurves(
-        name, tuple((COMPUTE, v) for v in y), knob="pipeline", alternative=name,
+        name, tuple((CUT, v) for v in y), knob="pipeline", alternative=name,
         run_ids=tuple(f"{name}-s{s}" for s in range(3)),
     )  # fmt: skip
 
@@ -262,11 +262,11 @@ def test_fit_says_what_would_decide_each_undecided_knob() -> None:
     sweep = synthetic_sweep(noise=0.005)
     late = _late("loo-late")
     analysis = classify(sweep["baseline"], [late, sweep["loo-dapo"]], verdict_options=FAST)
-    reached = {"baseline": float(COMPUTE[-1]), "loo-late": float(COMPUTE[-1])}
+    reached = {"baseline": float(COMPUTE[-1]), "loo-late": float(CUT[-1])}
     (step,) = what_decides(analysis, "baseline", reached)  # loo-dapo is decided: not listed
     assert step.variant == "loo-late" and step.seeds is None
     # Its fit (A ~0.95, C_mid ~20,000, B 1.5) is within 0.05 of A at ~20,000 x 18^(1/1.5) = 137,000.
-    assert 2.0 < step.factor < 6.0 and step.compute == pytest.approx(step.factor * COMPUTE[-1])
+    assert 2.0 < step.factor < 6.0 and step.compute == pytest.approx(step.factor * CUT[-1])
 
 
 def test_the_sweep_file_validates_stop_when_and_confidence() -> None:

@@ -1,29 +1,27 @@
 """When is a knob decided, and what would decide the ones that are not?
 
-:func:`decided` is the rule stop-when-decided uses (:mod:`scalerl.harness.execution.decide`). A verdict
-rests on intervals at the sweep's confidence (dA from the free fits; dB and dlogC_mid from the
-fixed-A refits, Bonferroni over the two) and on thresholds: the A margin ``m`` (the verdict's
-``margin``), the efficiency floor ``f_B = min_rel_effect x B_base`` and
-``f_C = log(1 + min_rel_effect)``. An interval *straddles* a threshold ``t`` when it is neither
-wholly inside ``(-t, t)`` nor wholly beyond it (``lo > t`` or ``hi < -t``). Decided means no
-interval the verdict depends on straddles its threshold:
+:func:`decided` is the rule stop-when-decided uses (:mod:`scalerl.harness.execution.decide`). The
+verdict kind carries the decision (:mod:`scalerl.harness.analysis.verdicts`: intervals at the
+sweep's level, Benjamini-Hochberg over its knobs); :func:`decided` re-checks the intervals so that
+a verdict cannot claim more than its numbers show. Thresholds: the A margin ``m`` (the verdict's
+``margin``) and ``t = log(1 + min_rel_effect)`` for log B (dB is stored in B's units and read back
+as a log ratio) and log C_mid. An interval *straddles* a threshold when it is neither wholly
+inside it nor wholly beyond it. Decided:
 
 - ``asymptote-mover``: dA wholly beyond ``m`` (a late-level mover has only its lower bound);
-- ``efficiency-shaper``: dA wholly inside ``(-m, m)``, and dB wholly beyond ``f_B`` or dlogC_mid
-  wholly beyond ``f_C``;
-- ``no-effect``: dA, dB and dlogC_mid each wholly inside ``(-m, m)``, ``(-f_B, f_B)``,
-  ``(-f_C, f_C)`` (an equivalence test);
+- ``efficiency-shaper``: dA wholly inside ``(-m, m)``, and d log B or d log C_mid wholly beyond
+  ``t``;
+- ``no-effect``: dA, d log B and d log C_mid each wholly inside their thresholds;
 - ``undecided``, ``unfit``, ``unstable``: never.
 
 :func:`what_decides` answers "where should the next GPU-hours go" for every knob that is not
-decided, at the current noise. Seeds: for each straddled interval, the seeds per variant at
-which an interval of the same centre would clear its threshold with 80% power
-(:func:`scalerl.harness.analysis.power.seeds_for` with target ``||d| - t|``, the interval's SE scaling as
-``1/sqrt(seeds)``); the answer is the largest over the intervals that must move (for a shaper, the
-easier of dB and dlogC_mid). Compute: for an ``undecided`` knob (a ceiling not measured), the
-compute at which each unpinned pooled fit (baseline or variant) passes its inflection and comes
-within ``max(0.05, 2m)`` of its A, the extrapolation rule of :mod:`scalerl.harness.analysis.verdicts`:
-read off the fitted curve, so it is a forecast at the current slope.
+decided, at the current noise. Seeds (an ``undecided`` verdict whose ``pending`` is "seeds"): the
+seeds per variant at which an interval of the same centre would clear its threshold with 80%
+power (:func:`scalerl.harness.analysis.power.seeds_for`, the interval's SE scaling as
+``1/sqrt(seeds)``); dA alone when its estimate is beyond the margin (the mover claim), else
+every interval of the equivalence claim. Compute (``pending`` "compute", a ceiling not
+measured): the compute at which each unpinned pooled fit passes its inflection and comes within
+``max(0.05, 2m)`` of its A, read off the fitted curve, so a forecast at the current slope.
 """
 
 from __future__ import annotations

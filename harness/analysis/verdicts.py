@@ -1,62 +1,47 @@
 """Knob verdicts: does a LOO variant move the ceiling, shape the efficiency, or do nothing?
 
-For each variant against the baseline (same metric, same compute axis), DESIGN.md §5:
+One rule (DESIGN.md section 5, issue 23) drives the table, ``scalerl fit``'s "not decided" list,
+stop-when-decided, the report and ``--json``. Each variant is compared with the baseline (same
+metric, same compute axis) by intervals at the sweep's level (``VerdictOptions.level``, 95%):
 
-- ``unstable``: a seed diverged (non-finite values) or collapsed, or the pooled curve decreases.
-  A collapse is a sustained drop that is significant against the points' measurement noise
-  (:mod:`scalerl.harness.analysis.noise`), never a fixed threshold: the mean of the last window (the last
-  ``tail_fraction`` = 20% of the points, at least ``smooth`` = 5) lies below the highest earlier
-  window mean by more than ``z_K`` combined standard errors, where ``z_K`` is the one-sided normal
-  quantile at ``collapse_alpha / K`` (0.001, Bonferroni over the K candidate peak windows, since
-  the peak is the maximum of K noisy means), AND the drop persists: the last half-window alone
-  is still below the peak at one-sided 95%, AND the drop is at least ``collapse_drop`` (0.02, the
-  paper's margin: a smaller drop cannot change a verdict). A point's SE is its binomial SE when
-  its sample count is known, replaced by the curve's residual scatter where that is over 1.5x
-  larger (a curve that moves more from point to point than sampling explains is judged against
-  what it shows). Under pure
-  binomial noise a smooth curve is called collapsed in well under 1% of draws (tested).
-- ``unfit``: the pooled baseline or variant curve cannot be fitted (too few points, flat,
-  pre-inflection, optimiser failure), or the baseline itself is unstable; the reason says which.
-- ``asymptote-mover``: ``|A_variant - A_base| > margin``, where margin is the largest of the
-  configured margin (default 0.02), the measured seed noise on A (the pooled per-seed sd), and
-  the uncertainty on one run's A that its points' measurement noise implies (the mean over
-  healthy runs of the linearised weighted-least-squares SE of A, see ``_typical_a_se``);
-  ``SweepAnalysis.margin_source`` and every reason say which one set it. AND the bootstrap
-  interval of dA excludes zero. The second condition matters when the seed noise cannot be measured (one
-  seed): a 0.023 gap whose interval is [-0.085, +0.041] is not a detected ceiling shift, so such a
-  variant goes on to the efficiency test and its reason says why it was not called a mover.
-- ``efficiency-shaper``: A not shown to move, and after refitting both pooled curves with A fixed
-  at their mean (the paper's rule) ``B_variant - B_base`` or ``log C_mid_variant - log C_mid_base``
-  is beyond its bootstrap uncertainty: the interval (Bonferroni-adjusted for the two tests, so
-  97.5% each at the default level) excludes zero, and the change is at least ``min_rel_effect``
-  (10% of B, or C_mid moving by a factor of 1.1), so that a tight interval on a trivial change
-  does not make a shaper.
-- ``no-effect``: neither.
-- ``undecided``: a pooled ceiling is not measured: the baseline's or the variant's fit has not
-  passed its inflection, or its A lies more than max(0.05, 2 x margin) above anything its curves
-  reached. Comparing such an A would turn the fit's guess about unspent compute into a verdict
-  (on the demo's 300-step curves those guesses flipped between seed sets). One conclusion is
-  still sound: a variant whose *late level* (the mean of each seed's last ``LATE_SHARE`` of
-  points, a lower bound on a rising curve's A), less z standard errors, is above the baseline's
-  A upper bound plus the margin is an ``asymptote-mover`` by that lower bound. Otherwise the
-  reason gives the late level against the baseline's A and says to train further.
+1. **Noise and seeds.** Every point has its standard error (binomial where its sample count is
+   known, else the curve's residual scatter). Every run is fitted on its own, with one R0 for the
+   whole sweep (:func:`shared_r0`: the runs' first evaluations, when they share a start).
+   Each seed is judged (:mod:`scalerl.harness.analysis.collapse`): a diverged or collapsed seed is
+   set aside and *named in the verdict*, which is judged on the remaining seeds; only when more
+   than half of a variant's seeds fail is it ``unstable`` (a baseline that fails makes every
+   verdict ``unfit``). A seed that overshot and settled is kept and noted.
+2. **Is the ceiling measured?** Not when a pooled fit has not passed its inflection, when its A
+   lies more than max(0.05, 2 x margin) above anything its curves reached, or when its curves are
+   still rising at the end (:func:`still_rising`, a fit-free check on the last 40% of compute).
+   Then comparing A would turn a guess about unspent compute into a verdict; the variant is
+   ``undecided`` (what would decide it: compute), except that a rising variant's late level is a
+   lower bound on its A: "the ceiling rises" can still be shown against a measured baseline.
+3. **dA with a t interval.** Each seed's own A is one observation. The seeds of every measured
+   group are pooled over the sweep (:mod:`scalerl.harness.analysis.inference`: random effects,
+   Hartung-Knapp scale, seeds - groups degrees of freedom, a group's own scatter where it is
+   significantly larger); dA = the variant's weighted seed mean less the baseline's.
+4. **Efficiency at a common A** (the paper's rule): every seed of the baseline and the variant is
+   refitted with A fixed at the two groups' mean; d log B and d log C_mid get t intervals the same
+   way, at 1 - alpha/2 each (Bonferroni over the two).
+5. **Claims**, each with a p-value that is below alpha exactly when its printed interval lies in
+   the claim's region (``m`` = the margin, 0.02 by default, the paper's practical threshold; noise
+   enters through the intervals, never the margin; ``t`` = log(1 + ``min_rel_effect``)):
 
-A mover's or shaper's reason ends with ``note: extrapolated ceiling (...)`` when a fitted A lies
-far above the highest value its curves reached: the verdict stands, but that A is a forecast.
+   - ``asymptote-mover``: the dA interval lies wholly beyond +m or wholly beyond -m;
+   - ``efficiency-shaper``: the dA interval lies inside (-m, m) (ceilings shown equal) and the
+     d log B or d log C_mid interval lies beyond +/-t;
+   - ``no-effect``: equivalence on all three (two one-sided tests): dA inside (-m, m), d log B
+     and d log C_mid inside (-t, t).
+6. **Many knobs at once.** Each variant's best claim enters Benjamini-Hochberg at false-discovery
+   rate 1 - level over the sweep's variants (every variant counts). Decided claims become the
+   verdict; everything else is ``undecided``, and its reason gives the intervals, the smallest
+   |dA| the sweep detects with 80% power and the seeds per variant that would decide it.
 
-Fits are weighted by the points' standard errors (1/SE^2). Every verdict that compared two fits
-states its power: ``mde_a`` / ``mde_b``, the smallest |dA| / |dB| this sweep would detect with 80%
-probability at its seeds and noise (:mod:`scalerl.harness.analysis.power`); a ``no-effect`` reason reads
-"no effect larger than |dA| X, |dB| Y".
-
-Every verdict carries dA with its 95% CI (from the free fits), dB with its CI (for non-movers
-from the fixed-A refits, at the Bonferroni 97.5% level of the test; for movers from the free
-fits, 95%), and the margin, so a reader can disagree. The seed noise is measured only on
-variants that are not unstable (a collapsed seed says nothing about healthy seed-to-seed spread)
-and only on seeds whose fit pins its ceiling (``_pins_ceiling``: not at the bound, at most
-``PINNED_A_TOLERANCE`` above the run's highest value; an extrapolated A is not a measurement);
-the measurement-noise SE of A is averaged over the same seeds.
-All fits of a sweep (per-seed, pooled, bootstraps, fixed-A refits) run as a few batched calls.
+Every verdict carries dA with its interval, dB (in B's units, from the log-scale interval) and
+d log C_mid with theirs, the margin and the p-value of its best claim, so a reader can disagree.
+Error rates of this rule against known truth (simulated sweeps with the real curves' noise):
+bench/README.md, "Verdicts against known truth (simulator)".
 """
 
 from __future__ import annotations

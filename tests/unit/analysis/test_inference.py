@@ -40,7 +40,7 @@ def test_claims_agree_with_the_printed_interval() -> None:
         c = Contrast(float(d), 0.01, 12.0)
         lo, hi = c.ci(0.95)
         assert (c.p_beyond(0.02) < 0.05) == (lo > 0.02 or hi < -0.02)
-        assert (c.p_inside(0.02) < 0.05) == (-0.02 < lo and hi < 0.02)
+        assert (c.p_inside(0.02) < 0.05) == (lo > -0.02 and hi < 0.02)
     exact = Contrast(0.05, 0.0, 3.0)  # noiseless data: the estimate decides
     assert exact.p_beyond(0.02) == 0.0 and exact.p_inside(0.02) == 1.0 and exact.ci(0.95) == (0.05, 0.05)
     assert Contrast(math.nan, 0.01, 3.0).p_beyond(0.02) == 1.0

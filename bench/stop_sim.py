@@ -4,30 +4,35 @@ Issue 23, item 7. Simulated LOO sweeps (the designs of ``bench/verdict_sim.py``:
 knobs, 6 nulls, 6 movers, 4 shapers; the real-noise model of its ``fit_noise()``, fitted on the
 real curves in ``../shared/data/real-rl-curves/``), at budgets where the baseline's true curve
 plateaus inside the budget (99% and 99.9% of its gain made), with 3, 5 and 8 seeds. Each sweep is
-judged two ways, from the same simulated points:
+judged three ways, from the same simulated points:
 
 (a) full: every run to its budget, verdicts by ``classify`` at level 0.95;
-(b) sequential, the look plan of :mod:`scalerl.harness.analysis.spending` (``LookPlan()``):
-    at each planned fraction f (25%, 50%, 75% of the budget) every still-running run's points are
-    truncated to compute <= f x budget and the still-open variants are classified at the interim
-    level (99.9%); a variant whose verdict is decided (``decision.decided``) keeps it and stops
-    there (its runs' compute: f x budget); the rest go on; at the end the remaining variants are
-    classified on the full curves at ``final_level`` (95.3%). The baseline runs until the last
-    variant stops. (The interim fits see only the open variants and the baseline; the monitor
-    fits the whole sweep, which changes nothing in the per-variant fits.)
+(b) decided (``fit.stop_when: decided``), the look plan of
+    :mod:`scalerl.harness.analysis.spending` (``LookPlan()``): at each planned fraction f (25%,
+    50%, 75% of the budget) every still-running run's points are truncated to compute <= f x
+    budget and the still-open variants are classified at the interim level (99.9%); a variant
+    whose verdict is decided (``decision.decided``) keeps it and stops there (its runs' compute:
+    f x budget); the rest go on; at the end the remaining variants are classified on the full
+    curves at ``final_level`` (95.3%). The baseline runs until the last variant stops. (The
+    interim fits see only the open variants and the baseline; the monitor fits the whole sweep,
+    whose pooled seed scatter and false-discovery step then count every variant.)
+(c) settled (``fit.stop_when: settled``): as (b), and a variant that a look leaves ``undecided``
+    with both ceilings measured (``decide.futility``: only seeds would decide it) also stops
+    there, keeping that ``undecided`` verdict (a futility stop claims nothing).
 
 Curves are built as ``scalerl fit`` builds them (``analysis.sweep.group_curves`` on the store's
 curves frame, so each point carries its sample count n and binomial SEs are used), with the
 simulated sweep's fit window (0.1) and margin (0.02). Scoring is ``verdict_sim.score``: a null is
 right as ``no-effect``, a mover with |dA| > 0.02 as a mover of the right sign, a shaper as a
-shaper; margin movers (|dA| = 0.02) are never scored. Per cell and arm: compute used, nulls called
-mover or shaper, decided verdicts wrong, share with a decided verdict; 95% intervals from
+shaper; margin movers (|dA| = 0.02) are never scored. Per cell and arm: compute used (and full /
+sequential), nulls called mover or shaper, decided verdicts wrong, share with a decided verdict,
+the dA interval's coverage of the true dA (at the level the verdict was taken); 95% intervals from
 resampling whole sweeps.
 
 Run: ``.venv/bin/python bench/stop_sim.py [--sweeps 20] [--seed 0] [--boot 50] [--fractions
-0.25,0.5,0.75]`` (``--sweeps`` per cell, 6 cells; ~2.5 s a sweep on the shared 2-core VM, so
-~5 minutes by default); writes ``bench/.work/stop_sim/stop_sim.json`` (every knob's row in both
-arms, the tables, timings).
+0.25,0.5,0.75]`` (``--sweeps`` per cell, 6 cells; ~3-4 s a sweep on the shared 2-core VM, so
+~7 minutes by default); writes ``bench/.work/stop_sim/stop_sim.json`` (every knob's row in every
+arm, the tables, timings).
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ WORK = ROOT / "bench" / ".work" / "stop_sim"
 SEEDS = (3, 5, 8)
 BUDGETS = (0.99, 0.999)
 FULL_LEVEL = 0.95
-ARMS = ("full", "sequential")
+ARMS = ("full", "decided", "settled")
+SEQUENTIAL = ARMS[1:]
 EFFECTS = ("asymptote-mover", "efficiency-shaper")
 
 
@@ -75,11 +81,9 @@ def _classify(groups: dict[str, Any], names: Sequence[str], level: float, boot: 
 
 
 def judge(sim: Any, boot: int, timing: dict[str, float], plan: Any) -> dict[str, Any]:
-    """Both arms on one simulated sweep: verdict rows per arm, each variant's stop fraction, the
-    baseline's, and the compute each arm used (in run-budgets)."""
+    """Every arm on one simulated sweep: verdict rows per arm, each variant's stop fraction per
+    sequential arm, the futile variants, and the compute each arm used (in run-budgets)."""
     from scalerl.harness.analysis.curve import FitOptions
-    from scalerl.harness.analysis.decision import decided
-    from scalerl.harness.analysis.spending import final_level
     from scalerl.harness.analysis.sweep import group_curves
 
     design, points = sim.design, sim.points
@@ -90,33 +94,72 @@ def judge(sim: Any, boot: int, timing: dict[str, float], plan: Any) -> dict[str,
     t = time.perf_counter()
     full = {v.variant: v.row(metric, axis) for v in _classify(full_groups, names, FULL_LEVEL, boot, opts)}
     timing["full"] += time.perf_counter() - t
-    seq: dict[str, dict[str, Any]] = {}
+    runs = design.seeds
+    out: dict[str, Any] = {
+        "full": full,
+        # Compute in units of one run's budget: seeds x (variants + baseline) runs.
+        "compute_full": float(runs * (len(names) + 1)),
+    }
+    # The two sequential arms see the same looks until a futility stop makes their open sets
+    # differ: a fit is shared while (fraction, open variants) is the same.
+    cache: dict[tuple[float, tuple[str, ...]], list[Any]] = {}
+    for arm in SEQUENTIAL:
+        t = time.perf_counter()
+        rows, stop_at, futile = _sequential(sim, names, plan, boot, opts, cache, settle=arm == "settled")
+        timing[arm] += time.perf_counter() - t
+        base_stop = max(stop_at.values())  # the baseline runs until the last variant stops
+        out[arm] = rows
+        out[f"stop_at_{arm}"] = stop_at
+        out[f"futile_{arm}"] = futile
+        out[f"baseline_stop_{arm}"] = base_stop
+        out[f"compute_{arm}"] = float(runs * (sum(stop_at.values()) + base_stop))
+    return out
+
+
+def _sequential(
+    sim: Any,
+    names: Sequence[str],
+    plan: Any,
+    boot: int,
+    opts: Any,
+    cache: dict[tuple[float, tuple[str, ...]], list[Any]],
+    *,
+    settle: bool,
+) -> tuple[dict[str, dict[str, Any]], dict[str, float], set[str]]:
+    """One sequential arm: the verdict rows, each variant's stop fraction (1.0: ran to the end)
+    and the variants stopped as futile (``settle`` only)."""
+    from scalerl.harness.analysis.decision import decided
+    from scalerl.harness.analysis.spending import final_level
+    from scalerl.harness.analysis.sweep import group_curves
+    from scalerl.harness.execution.decide import futility
+
+    design, points = sim.design, sim.points
+    axis, metric = design.axis, design.metric
+    rows: dict[str, dict[str, Any]] = {}
     stop_at: dict[str, float] = {}
+    futile: set[str] = set()
     open_ = list(names)
-    t = time.perf_counter()
     for f in plan.fractions:
         if not open_:
             break
-        cut = points[points[axis] <= f * design.budget * (1 + 1e-9)]
-        for v in _classify(group_curves(cut, axis), open_, plan.interim_level, boot, opts):
+        key = (f, tuple(open_))
+        if key not in cache:
+            cut = points[points[axis] <= f * design.budget * (1 + 1e-9)]
+            cache[key] = _classify(group_curves(cut, axis), open_, plan.interim_level, boot, opts)
+        for v in cache[key]:
             if decided(v)[0]:
-                seq[v.variant], stop_at[v.variant] = v.row(metric, axis), f
+                rows[v.variant], stop_at[v.variant] = v.row(metric, axis), f
+            elif settle and futility(v) is not None:
+                rows[v.variant], stop_at[v.variant] = v.row(metric, axis), f
+                futile.add(v.variant)
         open_ = [n for n in open_ if n not in stop_at]
     if open_:
-        for v in _classify(full_groups, open_, final_level(plan), boot, opts):
-            seq[v.variant], stop_at[v.variant] = v.row(metric, axis), 1.0
-    timing["sequential"] += time.perf_counter() - t
-    base_stop = max(stop_at.values())  # the baseline runs until the last variant stops
-    runs = design.seeds
-    return {
-        "full": full,
-        "sequential": seq,
-        "stop_at": stop_at,
-        "baseline_stop": base_stop,
-        # Compute in units of one run's budget: seeds x (variants + baseline) runs.
-        "compute_full": float(runs * (len(names) + 1)),
-        "compute_sequential": float(runs * (sum(stop_at.values()) + base_stop)),
-    }
+        key = (1.0, tuple(open_))
+        if key not in cache:
+            cache[key] = _classify(group_curves(points, axis), open_, final_level(plan), boot, opts)
+        for v in cache[key]:
+            rows[v.variant], stop_at[v.variant] = v.row(metric, axis), 1.0
+    return rows, stop_at, futile
 
 
 # Per-knob ratios (numerator, denominator) per arm, summed per sweep, resampled over sweeps.
@@ -127,6 +170,7 @@ RATIOS: dict[str, Callable[[dict[str, Any]], tuple[bool, bool]]] = {
     ),
     "decided verdicts wrong": lambda r: (r["right"] is False, r["right"] is not None),
     "share decided": lambda r: (r["verdict"] in verdict_sim.DECIDED, True),
+    "dA coverage": lambda r: (bool(r["covered"]), r["covered"] is not None),
 }
 
 
@@ -143,8 +187,8 @@ def _boot(num: np.ndarray, den: np.ndarray, rng: np.random.Generator, reps: int)
 def summarize(
     rows: Sequence[dict[str, Any]], sweeps: Sequence[dict[str, Any]], reps: int = 2000
 ) -> dict[str, Any]:
-    """One cell (or all): per arm, each ratio with its interval; compute sequential / full and
-    full / sequential; the share of knobs stopped at each look."""
+    """One cell (or all): per arm, each ratio with its interval; per sequential arm, compute
+    arm / full and full / arm, the share of knobs stopped at each look and the share futile."""
     rng = np.random.default_rng(0)
     names = [s["sweep"] for s in sweeps]
     index = {n: i for i, n in enumerate(names)}
@@ -158,20 +202,27 @@ def summarize(
                     num[index[r["sweep"]]] += bool(a) and bool(b)
                     den[index[r["sweep"]]] += bool(b)
             out[f"{arm}: {label}"] = _boot(num, den, rng, reps)
-    seq = np.array([s["compute_sequential"] for s in sweeps])
     full = np.array([s["compute_full"] for s in sweeps])
-    out["compute sequential / full"] = _boot(seq, full, rng, reps)
-    out["compute full / sequential"] = _boot(full, seq, rng, reps)
-    stops = [r["stop_at"] for r in rows if r["arm"] == "sequential"]
-    scored = [r for r in rows if r["arm"] == "sequential" and r["right"] is not None]
-    out["sequential: wrong / scored, by look"] = {
-        f"{f:g}": f"{sum(r['right'] is False for r in at)}/{len(at)}"
-        for f in sorted({r["stop_at"] for r in scored})
-        for at in [[r for r in scored if r["stop_at"] == f]]
-    }
-    out["stopped at"] = {
-        f"{f:g}": sum(s == f for s in stops) / max(len(stops), 1) for f in sorted(set(stops))
-    }
+    for arm in SEQUENTIAL:
+        seq = np.array([s[f"compute_{arm}"] for s in sweeps])
+        out[f"{arm}: compute / full"] = _boot(seq, full, rng, reps)
+        out[f"{arm}: full / compute"] = _boot(full, seq, rng, reps)
+        mine = [r for r in rows if r["arm"] == arm]
+        stops = [r["stop_at"] for r in mine]
+        scored = [r for r in mine if r["right"] is not None]
+        out[f"{arm}: wrong / scored, by look"] = {
+            f"{f:g}": f"{sum(r['right'] is False for r in at)}/{len(at)}"
+            for f in sorted({r["stop_at"] for r in scored})
+            for at in [[r for r in scored if r["stop_at"] == f]]
+        }
+        out[f"{arm}: stopped at"] = {
+            f"{f:g}": sum(s == f for s in stops) / max(len(stops), 1) for f in sorted(set(stops))
+        }
+        out[f"{arm}: futile"] = sum(bool(r.get("futile")) for r in mine) / max(len(mine), 1)
+        out[f"{arm}: baseline stopped at"] = {
+            f"{f:g}": sum(s[f"baseline_stop_{arm}"] == f for s in sweeps) / max(len(sweeps), 1)
+            for f in sorted({s[f"baseline_stop_{arm}"] for s in sweeps})
+        }
     return out
 
 
@@ -182,26 +233,38 @@ def _fmt(c: dict[str, float], pct: bool = True) -> str:
     return f"{k * c['value']:.1f}{unit} [{k * c['lo']:.1f}, {k * c['hi']:.1f}]"
 
 
+def _cell(c: dict[str, Any]) -> list[str]:
+    b = c["budget_fraction"]
+    return [str(c["seeds"]), b if isinstance(b, str) else f"{b:.1%}", str(c["sweeps"])]
+
+
 def table(cells: Sequence[dict[str, Any]], fractions: Sequence[float]) -> str:
+    """Two markdown tables: compute per sequential arm, then the error rates per arm."""
+    looks = [*fractions, 1.0]
+    at = "/".join(f"{100 * f:g}" for f in looks)
     head = (
-        "| seeds | budget (share of gain) | sweeps | compute seq/full | full/seq | "
-        "nulls mover or shaper: full | seq | decided wrong: full | seq | share decided: full | seq | "
-        f"stopped at {'/'.join(f'{100 * f:g}' for f in fractions)}% |\n"
+        "| seeds | budget (share of gain) | sweeps | decided: compute / full | full / decided | "
+        f"settled: compute / full | full / settled | knobs stopped at {at}%: decided | settled | "
+        f"settled: futile | baseline stopped at {at}%: decided | settled |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for c in cells:
-        at = c["stopped at"]
-        early = "/".join(f"{100 * at.get(f'{f:g}', 0.0):.0f}" for f in fractions)
-        cols = [
-            str(c["seeds"]),
-            c["budget_fraction"] if isinstance(c["budget_fraction"], str) else f"{c['budget_fraction']:.1%}",
-            str(c["sweeps"]),
-            _fmt(c["compute sequential / full"]),
-            _fmt(c["compute full / sequential"], pct=False),
-            *(_fmt(c[f"{arm}: {label}"]) for label in RATIOS for arm in ARMS),
-            early,
-        ]
+        cols = _cell(c)
+        for arm in SEQUENTIAL:
+            cols += [_fmt(c[f"{arm}: compute / full"]), _fmt(c[f"{arm}: full / compute"], pct=False)]
+        for key in ("stopped at", "baseline stopped at"):
+            for arm in SEQUENTIAL:
+                cols.append("/".join(f"{100 * c[f'{arm}: {key}'].get(f'{f:g}', 0.0):.0f}" for f in looks))
+            if key == "stopped at":
+                cols.append(f"{100 * c['settled: futile']:.0f}%")
+        lines.append("| " + " | ".join(cols) + " |")
+    lines.append("")
+    arms = " | ".join(ARMS)
+    head = "| seeds | budget (share of gain) | " + " | ".join(f"{label}: {arms}" for label in RATIOS) + " |"
+    lines += [head, "|---|---|" + "---|" * (len(RATIOS) * len(ARMS))]
+    for c in cells:
+        cols = _cell(c)[:2] + [_fmt(c[f"{arm}: {label}"]) for label in RATIOS for arm in ARMS]
         lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines)
 
@@ -229,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     rows: list[dict[str, Any]] = []
     sweeps: list[dict[str, Any]] = []
-    timing = {"simulate": 0.0, "full": 0.0, "sequential": 0.0}
+    timing = {"simulate": 0.0, **{arm: 0.0 for arm in ARMS}}
     for i in range(args.sweeps):
         for s in SEEDS:
             for b in BUDGETS:
@@ -241,10 +304,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cell = {"seeds": s, "budget_fraction": b, "sweep": name}
                 for arm in ARMS:
                     scored = verdict_sim.score(sim, list(got[arm].values()), cell)
-                    rows += [r | {"arm": arm, "stop_at": got["stop_at"][r["variant"]]} for r in scored]
-                sweeps.append(
-                    cell | {k: got[k] for k in ("compute_full", "compute_sequential", "baseline_stop")}
-                )
+                    stop_at, futile = got.get(f"stop_at_{arm}", {}), got.get(f"futile_{arm}", set())
+                    rows += [
+                        r
+                        | {
+                            "arm": arm,
+                            "stop_at": stop_at.get(r["variant"], 1.0),
+                            "futile": r["variant"] in futile,
+                        }
+                        for r in scored
+                    ]
+                keep = ["compute_full"] + [
+                    f"{k}_{arm}" for arm in SEQUENTIAL for k in ("compute", "baseline_stop")
+                ]
+                sweeps.append(cell | {k: got[k] for k in keep})
         print(
             f"  round {i + 1}/{args.sweeps}: {len(sweeps)} sweeps, {time.perf_counter() - t0:.0f} s",
             flush=True,
@@ -262,7 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = table(cells, plan.fractions)
     took = ", ".join(f"{k} {v:.0f} s" for k, v in timing.items())
     print(
-        f"\n{len(sweeps)} sweeps ({len(rows) // 2} knobs), {wall:.0f} s (noise fit {t_noise:.0f} s, {took})"
+        f"\n{len(sweeps)} sweeps ({len(rows) // len(ARMS)} knobs), {wall:.0f} s "
+        f"(noise fit {t_noise:.0f} s, {took})"
     )
     print(
         f"look plan: interim looks at {', '.join(f'{f:.0%}' for f in plan.fractions)} of the budget at "
@@ -272,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {
         "command": "python bench/stop_sim.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "sweeps": len(sweeps),
-        "knobs": len(rows) // 2,
+        "knobs": len(rows) // len(ARMS),
         "wall_s": round(wall, 1),
         "timing_s": {k: round(v, 1) for k, v in timing.items()} | {"noise_fit": round(t_noise, 1)},
         "noise_model": asdict(noise),

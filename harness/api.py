@@ -374,9 +374,9 @@ class Sweep:
     ) -> Snapshot:
         """``scalerl sweep --wait``: sync job states (at most every ``poll_s``: default 2 s, the
         profile's ``poll_s`` on Slurm) and read progress every ``interval_s`` until every run ended.
-        Progress lines go to ``out`` (default: nowhere). With ``fit.stop_when: decided``, stops
-        decided variants as the CLI does. A search launched by this object is followed until its
-        workers exit. Returns the last snapshot (check ``.failed``); raises
+        Progress lines go to ``out`` (default: nowhere). With ``fit.stop_when: decided`` (or
+        ``settled``), stops decided (and futile) variants as the CLI does. A search launched by
+        this object is followed until its workers exit. Returns the last snapshot (check ``.failed``); raises
         :class:`~scalerl.harness.errors.ExecutionError` after ``timeout_s`` with runs still unfinished."""
         from scalerl.harness.execution.progress import follow, wait_tick
 

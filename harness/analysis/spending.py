@@ -120,8 +120,9 @@ def look_level(plan: LookPlan, fraction: float, taken: int = 0) -> float | None:
 
 def sweep_level(fit_spec: Mapping[str, Any] | None) -> float:
     """The level a sweep's final verdicts belong at, from its ``fit`` section: ``confidence``
-    (default 0.95), or, under ``stop_when: decided`` (interim looks were taken), the
-    :func:`final_level` of ``LookPlan(level=confidence)``."""
+    (default 0.95), or, under ``stop_when: decided`` or ``settled`` (interim looks were taken),
+    the :func:`final_level` of ``LookPlan(level=confidence)``."""
     spec = dict(fit_spec or {})
     level = float(spec.get("confidence") or 0.95)
-    return final_level(LookPlan(level=level)) if spec.get("stop_when") == "decided" else level
+    looked = spec.get("stop_when") in ("decided", "settled")
+    return final_level(LookPlan(level=level)) if looked else level

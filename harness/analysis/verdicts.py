@@ -87,6 +87,9 @@ class VerdictOptions:
     # Targets from the sweep's ``power:`` section: the seeds per variant that would reach them.
     detect_d_a: float | None = None
     detect_d_b: float | None = None
+    # A seed's ceiling once its curve has plateaued: "plateau" (its mean over the last 20% of its
+    # compute; see plateau_level) or "fit" (its own sigmoid fit's A).
+    ceiling: Literal["plateau", "fit"] = "plateau"
 
 
 @dataclass(frozen=True)
@@ -506,22 +509,14 @@ def _seed_a_var(fit: SigmoidFit, curve: Curve, se: float) -> float:
 # The late share of each run's points (by compute) in which a plateau is checked, and the one-sided
 # level at which a rise there means the ceiling is not reached.
 RISE_SHARE = 0.4
-RISE_LEVEL = 0.9
+RISE_LEVEL = 0.95
 
 
-def still_rising(vc: VariantCurves, sigma: Sequence[FloatArray], margin: float) -> str:
-    """Why the variant's curves are still rising at the end ('' when they are not shown to be).
-
-    A sigmoid fit can "find" a plateau in a curve that has not reached one (AR(1) wander, a
-    slow curve cut at 60% of its gain): on simulated sweeps those fits made slower shapers look
-    like ceiling drops. This check uses no fit. Per seed: the mean of its points in the last
-    half of its late compute (the last ``RISE_SHARE`` = 40% of its compute range) less the mean
-    in the first half, one number per seed, so a run's autocorrelated wander is in the seeds'
-    spread. Rising = that difference is positive at one-sided ``RISE_LEVEL`` (t over seeds, the SE
-    at least what the points' own noise implies; one seed: that noise alone) and at least a
-    quarter of the margin (a plateau creeping up by less
-    cannot move a verdict).
-    """
+def late_rises(vc: VariantCurves, sigma: Sequence[FloatArray]) -> tuple[list[float], list[float]]:
+    """Per seed: the mean of its points in the last half of its late compute (the last
+    ``RISE_SHARE`` = 40% of its compute range) less the mean in the first half, and that
+    difference's variance from the points' SEs. One number per seed, so a run's autocorrelated
+    wander shows up in the seeds' spread rather than being averaged away."""
     diffs, noise = [], []
     for (c, v), point_se_ in zip(vc.curves, sigma, strict=True):
         cc, vv = np.asarray(c, dtype=np.float64), np.asarray(v, dtype=np.float64)
@@ -540,23 +535,56 @@ def still_rising(vc: VariantCurves, sigma: Sequence[FloatArray], margin: float) 
             float(np.nansum(ss[early] ** 2)) / float(early.sum()) ** 2
             + float(np.nansum(ss[late] ** 2)) / float(late.sum()) ** 2
         )
+    return diffs, noise
+
+
+def still_rising(
+    name: str, diffs: Sequence[float], noise: Sequence[float], pooled_sd: float, df: int, margin: float
+) -> str:
+    """Why a variant's curves are still rising at the end ('' when they are not shown to be).
+
+    A sigmoid fit can "find" a plateau in a curve that has not reached one (AR(1) wander, a
+    slow curve cut at 60% of its gain): on simulated sweeps those fits made slower shapers look
+    like ceiling drops. This check uses no fit: the seeds' :func:`late_rises`. Their spread is
+    pooled over the sweep (``pooled_sd`` with ``df`` degrees of freedom; three seeds alone would
+    need t(2) and give one false alarm in ten groups, and a falsely rising baseline voids the
+    whole sweep), the SE at least what the points' own noise implies. Rising = the mean rise is
+    positive at one-sided ``RISE_LEVEL`` and at least a quarter of the margin (a plateau creeping
+    up by less cannot move a verdict).
+    """
     if not diffs:
         return ""
-    d = np.array(diffs)
+    d = np.asarray(diffs, dtype=np.float64)
     mean = float(d.mean())
-    # The points' own noise is a floor on the SE: two seeds that agree by chance prove nothing.
     se_points = math.sqrt(float(np.mean(noise)) / d.size)
-    if d.size >= 2:
-        se = max(float(d.std(ddof=1)) / math.sqrt(d.size), se_points)
-        crit = float(student_t.ppf(RISE_LEVEL, d.size - 1))
+    if df > 0 and math.isfinite(pooled_sd):
+        se = max(pooled_sd / math.sqrt(d.size), se_points)
+        crit = float(student_t.ppf(RISE_LEVEL, df))
     else:
         se, crit = se_points, _NORMAL.inv_cdf(RISE_LEVEL)
     if mean > max(0.25 * margin, crit * se) and se > 0:
         return (
-            f"{vc.variant} is still rising at the end of its compute (its last points are {mean:+.3f} "
+            f"{name} is still rising at the end of its compute (its last points are {mean:+.3f} "
             f"above the ones before, {mean / se:.1f} SE)"
         )
     return ""
+
+
+def plateau_level(curve: Curve, se: ArrayLike) -> tuple[float, float]:
+    """(mean, its variance from the points' SEs) of one run's points in the last half of its late
+    compute (the last ``RISE_SHARE / 2`` = 20% of its compute range): its ceiling, once
+    :func:`still_rising` has found no rise there. Needs no fit, so it cannot degenerate: on
+    simulated sweeps whose budget ends on the plateau, per-seed sigmoid fits with the rise
+    windowed away scattered A by 0.06-0.10 across seeds whose true spread was 0.02."""
+    cc, vv = np.asarray(curve[0], dtype=np.float64), np.asarray(curve[1], dtype=np.float64)
+    ss = np.broadcast_to(np.asarray(se, dtype=np.float64), vv.shape)
+    keep = np.isfinite(cc) & np.isfinite(vv)
+    cc, vv, ss = cc[keep], vv[keep], ss[keep]
+    if not cc.size:
+        return _NAN, _NAN
+    late = cc >= float(cc.max()) * (1.0 - RISE_SHARE / 2.0)
+    k = int(late.sum())
+    return float(vv[late].mean()), float(np.nansum(ss[late] ** 2)) / (k * k)
 
 
 def _tq(df: float, level: float) -> float:
@@ -680,9 +708,21 @@ def classify(
     base = pooled[baseline.variant]
     base_seeds = seeds[baseline.variant]
 
+    rises = {
+        vc.variant: late_rises(
+            replace(vc, curves=tuple(healthy_curves[vc.variant])), healthy_sigma[vc.variant]
+        )
+        for vc in everyone
+        if not seeds[vc.variant].unstable
+    }
+    rise_pool = pool_groups({n: r[0] for n, r in rises.items()})
+
     def unpinned(name: str) -> str:
         vc_h = replace(seeds[name].vc, curves=tuple(healthy_curves[name]))
-        return _unpinned(vc_h, pooled[name].fit, margin) or still_rising(vc_h, healthy_sigma[name], margin)
+        diffs, noise = rises.get(name, ([], []))
+        return _unpinned(vc_h, pooled[name].fit, margin) or still_rising(
+            name, diffs, noise, rise_pool.seed_sd, rise_pool.df, margin
+        )
 
     # 3. Per-seed A, pooled over every variant whose ceiling is measured: one seed variance.
     measured = {
@@ -696,14 +736,25 @@ def classify(
         if not measured[vc.variant]:
             continue
         s = seeds[vc.variant]
-        used = [i for i in s.healthy if s.fits[i].ok]
-        ses = [_a_se_from_noise(s.fits[i], s.vc.curves[i], s.sigma[i], fopts) for i in used]
-        a_vals[vc.variant] = [s.fits[i].a for i in used]
-        a_vars[vc.variant] = [
-            _seed_a_var(s.fits[i], s.vc.curves[i], se) for i, se in zip(used, ses, strict=True)
-        ]
+        if vopts.ceiling == "plateau":
+            used = list(s.healthy)
+            levels = [plateau_level(s.vc.curves[i], s.sigma[i]) for i in used]
+            a_vals[vc.variant] = [m for m, _ in levels]
+            a_vars[vc.variant] = [v for _, v in levels]
+        else:
+            used = [i for i in s.healthy if s.fits[i].ok]
+            a_vals[vc.variant] = [s.fits[i].a for i in used]
+            a_vars[vc.variant] = [
+                _seed_a_var(
+                    s.fits[i], s.vc.curves[i], _a_se_from_noise(s.fits[i], s.vc.curves[i], s.sigma[i], fopts)
+                )
+                for i in used
+            ]
         a_ses += [
-            se for i, se in zip(used, ses, strict=True) if _pins_ceiling(s.fits[i], s.vc.curves[i], fopts)
+            se
+            for i in s.healthy
+            if s.fits[i].ok and _pins_ceiling(s.fits[i], s.vc.curves[i], fopts)
+            for se in [_a_se_from_noise(s.fits[i], s.vc.curves[i], s.sigma[i], fopts)]
         ]
     pooled_a = pool_groups(a_vals, a_vars)
     # Free fits' log B, for movers (their efficiency at different ceilings is only descriptive).

@@ -17,10 +17,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Plan SWEEP.yaml, record it in the store and submit only what is missing: completed "
         "runs are skipped, failed ones retried up to max_retries, running ones left alone. With "
         "fit.stop_when=decided, --wait stops a variant's runs (checkpointed, status stopped-decided) "
-        "once its verdict is decided (scalerl.harness.execution.decide). --extend BUDGET resumes the "
-        "sweep's completed, stopped-decided and pruned runs from their checkpoints to BUDGET: each "
-        "keeps its run id, the store logs an `extended` event {from, to}, and the curve continues "
-        "without gaps or duplicate points (scalerl.harness.execution.extend).",
+        "once its verdict is decided (scalerl.harness.execution.decide); fit.stop_when=settled also "
+        "once more compute cannot decide it (both ceilings measured, only seeds would). --extend "
+        "BUDGET resumes the sweep's completed, stopped-decided and pruned runs from their "
+        "checkpoints to BUDGET: each keeps its run id, the store logs an `extended` event {from, "
+        "to}, and the curve continues without gaps or duplicate points (scalerl.harness.execution.extend).",
     )
     p.add_argument("sweep_file", metavar="SWEEP.yaml")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides of the sweep / recipe")

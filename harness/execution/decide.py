@@ -35,12 +35,26 @@ A variant is judged only once every one of its runs (and every baseline run) has
 verdict pools the same seeds the full sweep would. The baseline's runs keep running while any
 other variant of the sweep is undecided (a variant with no verdict yet counts as undecided) and
 are stopped once all are decided.
+
+``fit.stop_when: settled`` also stops a variant that more compute cannot decide: at a look, its
+verdict is ``undecided`` with ``pending == "seeds"`` (both ceilings are measured, its curves and
+the baseline's have plateaued, and only more seeds would narrow the intervals). Its runs are
+marked ``stopped-decided`` too (no new status, so ``--extend`` and the skip rules treat them alike),
+with an event whose ``rule`` is ``futile`` and whose ``note`` says "more compute cannot decide it;
+~N seeds per variant would ..." (N from the verdict's reason). The baseline stops once every other
+variant is decided or futile. A futility stop spends no alpha: it claims nothing (the look's
+verdict is ``undecided``, and the variant is not looked at again), so it can turn a verdict the
+full sweep would have decided into ``undecided`` but never adds a chance of a wrong one; the look
+plan's bound above is unchanged. What it costs is power: a variant whose intervals more compute
+would still have narrowed (each seed's A tightens as its plateau is sampled longer) ends
+undecided, and seeds, not compute, are what would decide it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -75,12 +89,34 @@ def _event(v: Verdict | None, why: str, confidence: float, points: int) -> dict[
     return base | {"verdict": v.verdict, "variant": v.variant} | {k: _clean(getattr(v, k)) for k in keys}
 
 
+FUTILE = "futile"
+_SEEDS = re.compile(r"~\d+ seeds per variant would decide [^;]*|[^;]*no seed count decides it")
+
+
+def futility(v: Verdict) -> str | None:
+    """Why more compute cannot decide ``v`` (None: it can, or ``v`` is decided): its verdict is
+    ``undecided`` with both ceilings measured (``pending == "seeds"``), so only seeds would narrow
+    its intervals. The words name the seeds the verdict's reason asks for."""
+    if v.verdict != "undecided" or v.pending != "seeds":
+        return None
+    m = _SEEDS.search(v.reason)
+    seeds = m.group(0).strip() if m else "only more seeds would narrow its intervals"
+    return f"more compute cannot decide it; {seeds}"
+
+
 def plan_stops(
-    runs: Sequence[dict[Any, Any]], verdicts: Sequence[Verdict], *, confidence: float = 0.95
+    runs: Sequence[dict[Any, Any]],
+    verdicts: Sequence[Verdict],
+    *,
+    confidence: float = 0.95,
+    settle: bool = False,
 ) -> tuple[list[Stop], dict[str, str]]:
     """Which running runs to stop, from the store's runs (``queries.runs`` records: run_id,
     variant, knob, status, n_points) and the sweep's verdicts. Returns the stops and, per
-    non-baseline variant, why it is (not) decided."""
+    non-baseline variant, why it is (not) decided: ``"decided: ..."``, ``"undecided: ..."`` or,
+    with ``settle`` (``stop_when: settled``), ``"futile: ..."`` for a variant only seeds would
+    decide (:func:`futility`), whose running runs stop too. The baseline stops once every other
+    variant is decided (or futile)."""
     by_variant: dict[str, list[dict[Any, Any]]] = {}
     for r in runs:
         by_variant.setdefault(str(r["variant"]), []).append(r)
@@ -100,11 +136,18 @@ def plan_stops(
             continue
         ok, rule = decided(v)
         why[name] = ("decided: " if ok else "undecided: ") + rule
-        if ok:
+        note = futility(v) if settle and not ok else None
+        if note is not None:
+            why[name] = f"{FUTILE}: {note}"
+        if ok or note is not None:
             detail = _event(v, rule, confidence, points)
+            if note is not None:
+                detail |= {"rule": FUTILE, "note": note, "intervals": rule}
             stops += [Stop(str(r["run_id"]), name, detail) for r in rs if r["status"] == "running"]
-    if why and all(w.startswith("decided") for w in why.values()):
-        detail = _event(None, "every other variant is decided", confidence, points)
+    settled = ("decided", FUTILE) if settle else ("decided",)
+    if why and all(w.startswith(settled) for w in why.values()):
+        rule = "every other variant is decided" + (" or futile" if settle else "")
+        detail = _event(None, rule, confidence, points)
         stops += [
             Stop(str(r["run_id"]), name, detail)
             for name in baseline
@@ -199,6 +242,8 @@ class DecideMonitor:
     sweep's verdicts with intervals at ``level`` (default :func:`fit_verdicts`). Not thread-safe;
     one per process. Returns the runs it stopped on this call (usually none). ``looks``: per
     variant, the planned looks it has had; ``frozen``: the verdicts that decided a variant.
+    With ``settle`` (``stop_when: settled``) it also stops the variants more compute cannot decide
+    (:func:`futility`), keeping their look's verdict in ``futile``; neither is looked at again.
     """
 
     store: Any
@@ -209,10 +254,12 @@ class DecideMonitor:
     stop: Callable[..., dict[str, str]] | None = None  # default: scalerl.harness.execution.cancel.stop_runs
     fit: Callable[[Any, str, float], Sequence[Verdict]] | None = None  # default: fit_verdicts
     plan: LookPlan | None = None
+    settle: bool = False
     _seen_points: int = -1
     _last: float = -math.inf
     looks: dict[str, int] = field(default_factory=dict)
     frozen: dict[str, Verdict] = field(default_factory=dict)
+    futile: dict[str, Verdict] = field(default_factory=dict)
     stopped: list[Stop] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -233,7 +280,7 @@ class DecideMonitor:
         self._seen_points, self._last = points, time.monotonic()
         progress = queries.progress(self.store, self.sweep).to_dict("records")
         due = looks_due(runs, progress, self.plan, self.looks, extended=extensions(self.store, self.sweep))
-        due = [d for d in due if d.variant not in self.frozen]
+        due = [d for d in due if d.variant not in self.frozen and d.variant not in self.futile]
         if not due:
             return []
         level = self.plan.interim_level
@@ -251,12 +298,19 @@ class DecideMonitor:
         for d in due:
             self.looks[d.variant] = d.looks
         looked = [v for v in verdicts if v.variant in now and v.variant not in self.frozen]
-        stops, why = plan_stops(runs, [*self.frozen.values(), *looked], confidence=level)
+        settled = [*self.frozen.values(), *self.futile.values()]
+        stops, why = plan_stops(runs, [*settled, *looked], confidence=level, settle=self.settle)
         for v in looked:
             if why.get(v.variant, "").startswith("decided"):
                 self.frozen[v.variant] = v
+            elif why.get(v.variant, "").startswith(FUTILE):
+                self.futile[v.variant] = v
         decided_now = sum(v.variant in self.frozen for v in looked)
-        self.say(f"stop-when-decided: a look at {level:.1%} for {len(due)} variant(s): {decided_now} decided")
+        futile_now = f", {sum(v.variant in self.futile for v in looked)} futile" if self.settle else ""
+        self.say(
+            f"stop-when-decided: a look at {level:.1%} for {len(due)} variant(s): {decided_now} decided"
+            + futile_now
+        )
         if not stops:
             return []
         from scalerl.harness.execution.cancel import stop_runs
@@ -272,6 +326,8 @@ class DecideMonitor:
         out = [s for s in stops if done.get(s.run_id) == "stopped-decided"]
         for s in out:
             verdict, rule = s.detail["verdict"], s.detail["rule"]
+            if rule == FUTILE:
+                rule = f"{FUTILE}: {s.detail['note']}"
             self.say(f"stopped-decided: {s.variant} run {s.run_id} ({verdict}: {rule})")
         self.stopped += out
         return out

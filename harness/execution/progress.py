@@ -138,15 +138,16 @@ def wait_tick(
     """What ``scalerl sweep --wait`` (and ``scalerl.harness.Sweep.wait``) does before each progress read:
     sync job states into the store at most every ``every_s`` (the scheduler is shared; the store
     is ours to read every couple of seconds) and, with ``stop_when == "decided"``, stop the runs
-    of variants whose verdict is decided (:class:`scalerl.harness.execution.decide.DecideMonitor`)."""
+    of variants whose verdict is decided (:class:`scalerl.harness.execution.decide.DecideMonitor`);
+    with ``"settled"``, also those more compute cannot decide."""
     from scalerl.harness.execution.status import sync
 
     scheduler = Throttle(lambda: sync(store, sweep), every_s)
-    if stop_when != "decided":
+    if stop_when not in ("decided", "settled"):
         return scheduler
     from scalerl.harness.execution.decide import DecideMonitor
 
-    monitor = DecideMonitor(store, sweep, confidence=confidence, say=say)
+    monitor = DecideMonitor(store, sweep, confidence=confidence, say=say, settle=stop_when == "settled")
 
     def sync_and_decide() -> None:
         scheduler()

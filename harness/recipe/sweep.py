@@ -22,8 +22,9 @@ Fields other pieces read (keep the names):
   ``start``: absolute compute on ``axis`` below which points are dropped, or ``fraction``: the
   share of each curve's compute range dropped from its start), ``margin`` (the minimum |ΔA| that
   counts as an asymptote move), ``confidence`` (the level of the verdicts' intervals, default
-  0.95) and ``stop_when`` (``never``, or ``decided``: ``scalerl sweep --wait`` stops a variant's
-  runs, checkpointed, once its verdict is decided; :mod:`scalerl.harness.execution.decide`).
+  0.95) and ``stop_when`` (``never``; ``decided``: ``scalerl sweep --wait`` stops a variant's
+  runs, checkpointed, once its verdict is decided; ``settled``: also once more compute cannot
+  decide it, both ceilings measured and only seeds would; :mod:`scalerl.harness.execution.decide`).
 * ``power`` (:class:`PowerSpec`), read by analysis: ``detect_d_a`` / ``detect_d_b``, the |ΔA| /
   |ΔB| the sweep should be able to detect; ``scalerl fit`` reports the seeds per variant that
   would reach each at the measured noise (:mod:`scalerl.harness.analysis.power`).
@@ -86,9 +87,14 @@ class FitSpec(Frozen):
     window: FitWindow = FitWindow(start=0.0)
     margin: float = Field(0.02, ge=0.0, lt=1.0, description="minimum |A_variant - A_base| for a mover")
     # The level of every verdict interval (dA, dB, dlogC_mid); stop_when=decided stops a variant's
-    # runs once those intervals no longer straddle its decision (scalerl.harness.execution.decide).
+    # runs once those intervals no longer straddle its decision, stop_when=settled also once only
+    # more seeds could make them (scalerl.harness.execution.decide).
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="verdict interval level")
-    stop_when: Literal["never", "decided"] = "never"
+    stop_when: Literal["never", "decided", "settled"] = Field(
+        "never",
+        description="stop a variant's runs early: never; decided (its verdict is decided); settled "
+        "(decided, or more compute cannot decide it: only more seeds would)",
+    )
 
 
 class PowerSpec(Frozen):

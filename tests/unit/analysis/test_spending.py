@@ -45,6 +45,7 @@ def test_a_look_is_due_once_per_planned_fraction_reached() -> None:
 def test_the_sweep_level_and_the_plan_are_checked() -> None:
     assert sweep_level({"confidence": 0.99}) == 0.99
     assert sweep_level({"confidence": 0.9, "stop_when": "decided"}) == pytest.approx(0.903)
+    assert sweep_level({"confidence": 0.9, "stop_when": "settled"}) == pytest.approx(0.903)
     assert sweep_level(None) == 0.95
     with pytest.raises(ConfigError, match="spend all of alpha"):
         LookPlan(level=0.99, interim_level=0.995, fractions=(0.2, 0.4, 0.6))

@@ -16,14 +16,14 @@ from scalerl.harness.analysis.curve import sigmoid_curve
 from scalerl.harness.analysis.decision import decided
 from scalerl.harness.analysis.spending import LookPlan
 from scalerl.harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
-from scalerl.harness.execution.decide import DecideMonitor, looks_due, plan_stops
+from scalerl.harness.execution.decide import DecideMonitor, futility, looks_due, plan_stops
 from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
 
 FAST = VerdictOptions(n_boot=100)
 NAN = math.nan
 
 
-def _verdict(kind: str, **kw: float) -> Verdict:
+def _verdict(kind: str, **kw: Any) -> Verdict:
     base: dict[str, Any] = dict(
         knob="loss", variant="loo-x", alternative="x", verdict=kind, a_base=0.7, a_variant=0.7,
         d_a=0.0, d_a_lo=-0.01, d_a_hi=0.01, b_base=1.5, b_variant=1.5, d_b=0.0, d_b_lo=-0.05,
@@ -111,6 +111,99 @@ def test_a_variant_is_judged_only_when_every_seed_has_points() -> None:
     assert plan_stops(done, verdicts)[0] == []
     stops, why = plan_stops(_runs(base, mover, _late("loo-new")), verdicts)
     assert {s.variant for s in stops} == {"loo-dapo"} and why["loo-new"] == "no verdict yet"
+
+
+SEEDS_REASON = (
+    "not decided: dA +0.010 [-0.030, +0.050] vs margin 0.020; the smallest |dA| this sweep detects "
+    "with 80% power is 0.051; ~17 seeds per variant would decide dA at this noise (now 3)"
+)
+
+
+def _futile(variant: str = "loo-x") -> Verdict:
+    """Both ceilings measured, the intervals straddle: only seeds would decide it."""
+    interval = dict(d_a=0.01, d_a_lo=-0.03, d_a_hi=0.05)
+    return _verdict("undecided", variant=variant, pending="seeds", reason=SEEDS_REASON, **interval)
+
+
+def _plain_runs(*variants: tuple[str, str | None], status: str = "running") -> list[dict[str, Any]]:
+    return [
+        {"run_id": f"{v}-s{s}", "variant": v, "knob": k, "status": status, "n_points": 20}
+        for v, k in variants
+        for s in range(2)
+    ]
+
+
+def test_settled_also_stops_what_only_seeds_would_decide_and_then_the_baseline() -> None:
+    futile, rising = _futile("loo-flat"), _verdict("undecided", variant="loo-rise", pending="compute")
+    mover = _verdict("asymptote-mover", variant="loo-down", d_a=-0.1, d_a_lo=-0.15, d_a_hi=-0.05)
+    assert futility(futile) == (
+        "more compute cannot decide it; ~17 seeds per variant would decide dA at this noise (now 3)"
+    )
+    # A ceiling not measured yet (pending compute), a decided or a blank verdict: never futile.
+    assert futility(rising) is None and futility(mover) is None and futility(_verdict("unfit")) is None
+    # A reason that names no seed count still gets the words.
+    assert futility(replace(futile, reason="")) == (
+        "more compute cannot decide it; only more seeds would narrow its intervals"
+    )
+    runs = _plain_runs(("baseline", None), ("loo-flat", "loss"), ("loo-down", "loss"))
+    # stop_when=decided: the futile variant, and so the baseline, keep running.
+    stops, why = plan_stops(runs, [futile, mover])
+    assert {s.variant for s in stops} == {"loo-down"} and why["loo-flat"].startswith("undecided: dA [")
+    # stop_when=settled: it stops, marked futile, with the seeds its reason asks for; every other
+    # variant is now decided or futile, so the baseline stops too.
+    stops, why = plan_stops(runs, [futile, mover], settle=True)
+    assert why["loo-flat"] == f"futile: {futility(futile)}"
+    by_run = {s.run_id: s.detail for s in stops}
+    assert sorted(by_run) == [f"{v}-s{s}" for v in ("baseline", "loo-down", "loo-flat") for s in range(2)]
+    event = by_run["loo-flat-s0"]
+    assert (event["rule"], event["verdict"]) == ("futile", "undecided")
+    assert event["note"].startswith("more compute cannot decide it; ~17 seeds per variant")
+    assert event["intervals"].startswith("dA [-0.030, +0.050] vs margin 0.020")
+    assert by_run["loo-down-s0"]["rule"].startswith("dA [-0.150, -0.050]")
+    assert by_run["baseline-s0"]["rule"] == "every other variant is decided or futile"
+    # A variant whose ceiling is still rising keeps itself and the baseline running.
+    runs += _plain_runs(("loo-rise", "pipeline"))
+    stops, why = plan_stops(runs, [futile, mover, rising], settle=True)
+    assert {s.variant for s in stops} == {"loo-flat", "loo-down"}
+    assert why["loo-rise"] == "undecided: verdict undecided"
+
+
+def test_the_settled_monitor_stops_a_futile_variant_once_and_says_why(tmp_path: Path) -> None:
+    store = _store_with_points(tmp_path, 3)  # 25% of the budget: the first look
+    fits: list[float] = []
+    flat = replace(_futile(), variant="loo-dapo")
+
+    def fit(store: Any, sweep: str, level: float) -> list[Verdict]:
+        fits.append(level)
+        return [flat]
+
+    stopped: list[tuple[list[str], str, dict[str, Any]]] = []
+
+    def stop(store: Any, sweep: str, run_ids: list[str], *, status: str, details: Any) -> dict[str, str]:
+        stopped.append((run_ids, status, details))
+        for rid in run_ids:
+            store.finish_run(rid, 1, status)
+        return {rid: status for rid in run_ids}
+
+    said: list[str] = []
+    mon = DecideMonitor(store, "sd", min_interval_s=0.0, fit=fit, stop=stop, say=said.append, settle=True)
+    assert sorted(s.run_id for s in mon()) == ["b0", "m0"] and fits == [0.999]
+    assert stopped[0][1] == "stopped-decided" and stopped[0][2]["m0"]["rule"] == "futile"
+    assert stopped[0][2]["m0"]["look"] == 1
+    note = "more compute cannot decide it; ~17 seeds per variant would decide dA at this noise (now 3)"
+    assert said == [
+        "stop-when-decided: a look at 99.9% for 1 variant(s): 0 decided, 1 futile",
+        f"stopped-decided: loo-dapo run m0 (undecided: futile: {note})",
+        "stopped-decided: baseline run b0 (baseline: every other variant is decided or futile)",
+    ]
+    assert mon.futile == {"loo-dapo": flat} and mon.frozen == {}
+    status = set(queries.runs(store, "sd")["status"])
+    assert status == {"stopped-decided"}
+    # The same sweep under stop_when=decided: a look, nothing stopped.
+    (tmp_path / "decided").mkdir()
+    other = _store_with_points(tmp_path / "decided", 3)
+    plain = DecideMonitor(other, "sd", min_interval_s=0.0, fit=fit, stop=stop, say=lambda _: None)
+    assert plain() == [] and plain.futile == {} and len(fits) == 2
 
 
 def _store_with_points(tmp_path: Path, n_points: int, budget: float | None = 8.0) -> Any:
@@ -278,7 +371,10 @@ def test_the_sweep_file_validates_stop_when_and_confidence() -> None:
     fit = load_sweep(loo, ["fit.stop_when=decided", "fit.confidence=0.99"]).fit
     assert (fit.stop_when, fit.confidence) == ("decided", 0.99)
     assert load_sweep(loo).fit.stop_when == "never"
-    with pytest.raises(ConfigError, match=r"fit.stop_when='always'.*fix: use one of: never, decided"):
+    assert load_sweep(loo, ["fit.stop_when=settled"]).fit.stop_when == "settled"
+    with pytest.raises(
+        ConfigError, match=r"fit.stop_when='always'.*fix: use one of: never, decided, settled"
+    ):
         load_sweep(loo, ["fit.stop_when=always"])
     with pytest.raises(ConfigError, match=r"fit.confidence=1.5.*must be < 1.0"):
         load_sweep(loo, ["fit.confidence=1.5"])

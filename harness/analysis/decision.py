@@ -102,6 +102,7 @@ class NextStep:
     note: str
 
 
+RISING_FACTOR = 2.0  # "train further" for curves still rising where their fit has bent over
 PRACTICAL_SEEDS = 100  # beyond 100x the seeds now, "seeds will not decide it"
 
 
@@ -196,6 +197,27 @@ def what_decides(
             need = [(_pin_compute(analysis, name, v.margin), name) for name in (baseline, v.variant)]
             needed = [(c, name) for c, name in need if math.isfinite(c) and c > reached.get(name, math.inf)]
             if not needed:
+                rising = [name for name in (baseline, v.variant) if f"{name} is still rising" in v.reason]
+                if rising and all(name in reached for name in rising):
+                    # The data still climb where the fit already bends over: the fit cannot say how
+                    # far to go, so the answer is a rule of thumb, and the note says so.
+                    name = rising[-1]
+                    note = (
+                        f"{name}'s curves are still rising at the end while its fit puts the ceiling "
+                        "within reach: train further, e.g. x2 its compute (a rule of thumb, not a forecast)"
+                    )
+                    out.append(
+                        NextStep(
+                            v.knob,
+                            v.variant,
+                            v.verdict,
+                            None,
+                            RISING_FACTOR * reached[name],
+                            RISING_FACTOR,
+                            note,
+                        )
+                    )
+                    continue
                 note = "ceiling not measured, and its fit gives no compute that would measure it"
                 out.append(NextStep(v.knob, v.variant, v.verdict, None, math.nan, math.nan, note))
                 continue

@@ -66,14 +66,21 @@ class Pooled:
     seed_sd: float = _NAN  # the pooled (unweighted) sd of one seed about its group's mean
 
 
+KNOWN_DF = 10**6  # degrees of freedom standing for "the seed noise is given, not estimated"
+
+
 def pool_groups(
     values: Mapping[str, Sequence[float]],
     variances: Mapping[str, Sequence[float]] | None = None,
+    known_sd: float | None = None,
 ) -> Pooled:
     """Pool per-seed values (and their sampling variances, NaN where unknown) over groups.
 
     Non-finite values are dropped. Groups with one seed still get an estimate (their variance
     comes from the sweep's scale); ``df`` 0 (every group has one seed) leaves every variance NaN.
+    ``known_sd``: the seed-to-seed sd is given (a lab's earlier replicate study; the sweep's
+    ``fit.seed_sd``), not estimated: variances are ``known_sd^2 + s^2`` with a normal reference
+    (``df`` = :data:`KNOWN_DF`), the only way a one-seed-per-variant sweep can decide anything.
     """
     ys: dict[str, np.ndarray] = {}
     ss: dict[str, np.ndarray] = {}
@@ -85,6 +92,23 @@ def pool_groups(
     live = {g: y for g, y in ys.items() if y.size}
     n_total = sum(y.size for y in live.values())
     df = n_total - len(live)
+    if known_sd is not None and live:
+        tau2 = float(known_sd) ** 2
+        w_known = {g: 1.0 / (tau2 + ss[g]) for g in live}
+        return Pooled(
+            {
+                g: GroupEstimate(
+                    float((w_known[g] * y).sum() / w_known[g].sum()),
+                    1.0 / float(w_known[g].sum()),
+                    int(y.size),
+                )
+                for g, y in live.items()
+            },
+            tau2,
+            1.0,
+            KNOWN_DF,
+            float(known_sd),
+        )
     if df <= 0:
         return Pooled(
             {g: GroupEstimate(float(y.mean()), _NAN, int(y.size)) for g, y in live.items()},

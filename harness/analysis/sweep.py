@@ -45,6 +45,8 @@ class FitRequest:
     seed: int = 0
     # The verdicts' interval level; None: the spec's fit.confidence (stop-when-decided's interim looks).
     confidence: float | None = None
+    # A known seed-to-seed sd of a ceiling; None: the spec's fit.seed_sd, else measured.
+    seed_sd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,7 @@ def analyze_frame(
     n_boot: int = 200,
     seed: int = 0,
     level: float | None = None,
+    seed_sd: float | None = None,
 ) -> SweepFitResult:
     """Fit a ``curves()`` frame (one metric) and build the fit and verdict rows. ``level``: the
     verdicts' interval level (None: the sweep's, :func:`scalerl.harness.analysis.spending.sweep_level`)."""
@@ -171,6 +174,7 @@ def analyze_frame(
     base_name = _baseline_name(frame, spec)
     notes: list[str] = []
     power = dict((spec or {}).get("power") or {})
+    fit_spec = dict((spec or {}).get("fit") or {})
     vopts = VerdictOptions(
         margin=margin,
         n_boot=n_boot,
@@ -178,6 +182,9 @@ def analyze_frame(
         seed=seed,
         detect_d_a=None if power.get("detect_d_a") is None else float(power["detect_d_a"]),
         detect_d_b=None if power.get("detect_d_b") is None else float(power["detect_d_b"]),
+        seed_sd=seed_sd
+        if seed_sd is not None
+        else (None if fit_spec.get("seed_sd") is None else float(fit_spec["seed_sd"])),
     )
     if base_name is None:
         # Nothing to compare against (e.g. imported curves): fit every run and variant anyway.
@@ -261,6 +268,7 @@ def fit_sweep(
         n_boot=req.n_boot,
         seed=req.seed,
         level=req.confidence,
+        seed_sd=req.seed_sd,
     )
     if write:
         save_fits(store, result)

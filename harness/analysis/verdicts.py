@@ -90,6 +90,9 @@ class VerdictOptions:
     # A seed's ceiling once its curve has plateaued: "plateau" (its mean over the last 20% of its
     # compute; see plateau_level) or "fit" (its own sigmoid fit's A).
     ceiling: Literal["plateau", "fit"] = "plateau"
+    # The seed-to-seed sd of a ceiling when it is known rather than measured (an earlier replicate
+    # study; the sweep's fit.seed_sd): intervals then use it with a normal reference.
+    seed_sd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -510,13 +513,25 @@ def _seed_a_var(fit: SigmoidFit, curve: Curve, se: float) -> float:
 # level at which a rise there means the ceiling is not reached.
 RISE_SHARE = 0.4
 RISE_LEVEL = 0.95
+# A rise smaller than this share of the margin over the last 40% of compute is a plateau creeping
+# up: what remains of a sigmoid past such a window is about twice that rise, under the margin.
+RISE_MATERIAL = 0.5
+
+
+def group_top(vc: VariantCurves) -> float:
+    """The most compute any of the variant's runs reached: the late windows are placed against it,
+    so a run still going (a live sweep) that has not reached them is left out, not judged on its
+    own, earlier "end"."""
+    tops = [float(np.nanmax(np.asarray(c, dtype=np.float64))) for c, _ in vc.curves if np.size(c)]
+    return max(tops) if tops else math.nan
 
 
 def late_rises(vc: VariantCurves, sigma: Sequence[FloatArray]) -> tuple[list[float], list[float]]:
-    """Per seed: the mean of its points in the last half of its late compute (the last
-    ``RISE_SHARE`` = 40% of its compute range) less the mean in the first half, and that
-    difference's variance from the points' SEs. One number per seed, so a run's autocorrelated
-    wander shows up in the seeds' spread rather than being averaged away."""
+    """Per seed: the mean of its points in the last half of the variant's late compute (the last
+    ``RISE_SHARE`` = 40% of the most compute any of its runs reached) less the mean in the first
+    half, and that difference's variance from the points' SEs. One number per seed, so a run's
+    autocorrelated wander shows up in the seeds' spread rather than being averaged away."""
+    top = group_top(vc)
     diffs, noise = [], []
     for (c, v), point_se_ in zip(vc.curves, sigma, strict=True):
         cc, vv = np.asarray(c, dtype=np.float64), np.asarray(v, dtype=np.float64)
@@ -525,7 +540,6 @@ def late_rises(vc: VariantCurves, sigma: Sequence[FloatArray]) -> tuple[list[flo
         cc, vv, ss = cc[keep], vv[keep], ss[keep]
         if cc.size < 6:
             continue
-        top = float(cc.max())
         lo, mid = top * (1.0 - RISE_SHARE), top * (1.0 - RISE_SHARE / 2.0)
         early, late = (cc >= lo) & (cc < mid), cc >= mid
         if early.sum() < 2 or late.sum() < 2:
@@ -549,8 +563,8 @@ def still_rising(
     pooled over the sweep (``pooled_sd`` with ``df`` degrees of freedom; three seeds alone would
     need t(2) and give one false alarm in ten groups, and a falsely rising baseline voids the
     whole sweep), the SE at least what the points' own noise implies. Rising = the mean rise is
-    positive at one-sided ``RISE_LEVEL`` and at least a quarter of the margin (a plateau creeping
-    up by less cannot move a verdict).
+    positive at one-sided ``RISE_LEVEL`` and at least ``RISE_MATERIAL`` (half) of the margin (a
+    plateau creeping up by less cannot move a verdict).
     """
     if not diffs:
         return ""
@@ -562,7 +576,7 @@ def still_rising(
         crit = float(student_t.ppf(RISE_LEVEL, df))
     else:
         se, crit = se_points, _NORMAL.inv_cdf(RISE_LEVEL)
-    if mean > max(0.25 * margin, crit * se) and se > 0:
+    if mean > max(RISE_MATERIAL * margin, crit * se) and se > 0:
         return (
             f"{name} is still rising at the end of its compute (its last points are {mean:+.3f} "
             f"above the ones before, {mean / se:.1f} SE)"
@@ -570,9 +584,10 @@ def still_rising(
     return ""
 
 
-def plateau_level(curve: Curve, se: ArrayLike) -> tuple[float, float]:
-    """(mean, its variance from the points' SEs) of one run's points in the last half of its late
-    compute (the last ``RISE_SHARE / 2`` = 20% of its compute range): its ceiling, once
+def plateau_level(curve: Curve, se: ArrayLike, top: float) -> tuple[float, float]:
+    """(mean, its variance from the points' SEs) of one run's points in the last half of its
+    variant's late compute (the last ``RISE_SHARE / 2`` = 20% of ``top``, the most compute any run
+    of the variant reached; NaN when the run has under 2 points there): its ceiling, once
     :func:`still_rising` has found no rise there. Needs no fit, so it cannot degenerate: on
     simulated sweeps whose budget ends on the plateau, per-seed sigmoid fits with the rise
     windowed away scattered A by 0.06-0.10 across seeds whose true spread was 0.02."""
@@ -580,10 +595,10 @@ def plateau_level(curve: Curve, se: ArrayLike) -> tuple[float, float]:
     ss = np.broadcast_to(np.asarray(se, dtype=np.float64), vv.shape)
     keep = np.isfinite(cc) & np.isfinite(vv)
     cc, vv, ss = cc[keep], vv[keep], ss[keep]
-    if not cc.size:
-        return _NAN, _NAN
-    late = cc >= float(cc.max()) * (1.0 - RISE_SHARE / 2.0)
+    late = cc >= top * (1.0 - RISE_SHARE / 2.0)
     k = int(late.sum())
+    if k < 2:
+        return _NAN, _NAN
     return float(vv[late].mean()), float(np.nansum(ss[late] ** 2)) / (k * k)
 
 
@@ -716,6 +731,14 @@ def classify(
         if not seeds[vc.variant].unstable
     }
     rise_pool = pool_groups({n: r[0] for n, r in rises.items()})
+    # Plateau levels need points near the end: evaluations spaced evenly in compute (a trainer's
+    # "every N steps") have them; log-spaced ones (a few points per decade) do not, and there the
+    # plateau cannot be checked, so every ceiling is the fits' A (as before issue 23's rule).
+    ceiling = vopts.ceiling
+    if ceiling == "plateau" and any(
+        len(r[0]) < len(healthy_curves[n]) for n, r in rises.items() if not seeds[n].unstable
+    ):
+        ceiling = "fit"
 
     def unpinned(name: str) -> str:
         vc_h = replace(seeds[name].vc, curves=tuple(healthy_curves[name]))
@@ -736,9 +759,10 @@ def classify(
         if not measured[vc.variant]:
             continue
         s = seeds[vc.variant]
-        if vopts.ceiling == "plateau":
+        if ceiling == "plateau":
             used = list(s.healthy)
-            levels = [plateau_level(s.vc.curves[i], s.sigma[i]) for i in used]
+            top = group_top(replace(s.vc, curves=tuple(healthy_curves[vc.variant])))
+            levels = [plateau_level(s.vc.curves[i], s.sigma[i], top) for i in used]
             a_vals[vc.variant] = [m for m, _ in levels]
             a_vars[vc.variant] = [v for _, v in levels]
         else:
@@ -756,7 +780,7 @@ def classify(
             if s.fits[i].ok and _pins_ceiling(s.fits[i], s.vc.curves[i], fopts)
             for se in [_a_se_from_noise(s.fits[i], s.vc.curves[i], s.sigma[i], fopts)]
         ]
-    pooled_a = pool_groups(a_vals, a_vars)
+    pooled_a = pool_groups(a_vals, a_vars, known_sd=vopts.seed_sd)
     # Free fits' log B, for movers (their efficiency at different ceilings is only descriptive).
     log_b = pool_groups(
         {n: [math.log(seeds[n].fits[i].b) for i in seeds[n].healthy if seeds[n].fits[i].ok] for n in a_vals}
@@ -867,7 +891,11 @@ def classify(
             + j.seeds.note()
             + _extrapolation_note([(baseline, base.fit.a), (vc, var.fit.a)], margin)
         )
-        t_note = f"t({j.a.df:.0f}) over seeds, seed sd of A {pooled_a.seed_sd:.3f}"
+        t_note = (
+            f"normal, seed sd of A {vopts.seed_sd:.3f} given"
+            if vopts.seed_sd is not None
+            else f"t({j.a.df:.0f}) over seeds, seed sd of A {pooled_a.seed_sd:.3f}"
+        )
         mde_a = margin + (_tq(j.a.df, level) + _NORMAL.inv_cdf(vopts.power)) * j.a.se if j.a.ok else _NAN
         seeds_now = min(len(base_seeds.healthy), len(j.seeds.healthy))
         if j.late:

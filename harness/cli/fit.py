@@ -29,6 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--window-fraction", type=float, metavar="F", help="drop the first F of each curve's compute range"
     )
     p.add_argument("--margin", type=float, help="minimum |dA| for an asymptote-mover (default 0.02)")
+    p.add_argument(
+        "--seed-sd",
+        type=float,
+        metavar="SD",
+        help="a known seed-to-seed sd of a ceiling (e.g. from an earlier replicate study), used instead "
+        "of the one the sweep's seeds measure; the only way one seed per variant decides anything",
+    )
     p.add_argument("--method", default="fast", help="fitter: fast (default), paper_grid, curve_fit")
     p.add_argument("--boot", type=int, default=200, metavar="N", help="bootstrap replicates (default 200)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
@@ -77,6 +84,7 @@ def _fit(args: argparse.Namespace) -> int:
         window_start=args.window_start,
         window_fraction=args.window_fraction,
         margin=args.margin,
+        seed_sd=args.seed_sd,
         method=args.method,
         n_boot=args.boot,
     )

@@ -90,6 +90,9 @@ class FitSpec(Frozen):
     # runs once those intervals no longer straddle its decision, stop_when=settled also once only
     # more seeds could make them (scalerl.harness.execution.decide).
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="verdict interval level")
+    # A known seed-to-seed sd of a ceiling (an earlier replicate study), used instead of the one the
+    # sweep's own seeds measure: the only way a one-seed-per-variant sweep decides anything.
+    seed_sd: float | None = Field(None, gt=0.0, lt=1.0, description="known seed sd of a ceiling")
     stop_when: Literal["never", "decided", "settled"] = Field(
         "never",
         description="stop a variant's runs early: never; decided (its verdict is decided); settled "

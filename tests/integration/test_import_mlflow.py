@@ -79,7 +79,8 @@ def test_mlflow_import_with_mapping_gives_an_asymptote_verdict(
         ("loss=cispo", "loss", "cispo", s) for s in range(3)
     ]
 
-    assert main(["fit", "ml", "--axis", "step", "--boot", "30", "--db", url]) == 0
+    # One run per variant cannot measure seed noise: give it, as a lab would from replicates.
+    assert main(["fit", "ml", "--axis", "step", "--boot", "30", "--seed-sd", "0.02", "--db", url]) == 0
     out = capsys.readouterr().out
     assert "verdicts skipped" not in out
     assert "1 verdicts" in out
@@ -89,7 +90,8 @@ def test_mlflow_import_with_mapping_gives_an_asymptote_verdict(
     assert float(a_base) == pytest.approx(0.5, abs=0.01) and float(a_var) == pytest.approx(0.7, abs=0.01)
     assert float(d_a) == pytest.approx(0.2, abs=0.015)
 
-    assert main(["fit", "ml", "--axis", "step", "--boot", "30", "--json", "--no-save", "--db", url]) == 0
+    fit_json = ["fit", "ml", "--axis", "step", "--boot", "30", "--json", "--no-save", "--seed-sd", "0.02"]
+    assert main([*fit_json, "--db", url]) == 0
     (verdict,) = json.loads(capsys.readouterr().out)
     assert verdict["knob"] == "loss" and verdict["alternative"] == "cispo"
     assert verdict["verdict"] == "asymptote-mover" and verdict["dA"] == pytest.approx(0.2, abs=0.015)

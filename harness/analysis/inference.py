@@ -43,7 +43,7 @@ import numpy as np
 from scipy import stats
 
 _NAN = math.nan
-OWN_SCATTER_LEVEL = 0.99
+OWN_SCATTER_LEVEL = 0.95
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def test_mlflow_import_with_mapping_gives_an_asymptote_verdict(
         ("loss=cispo", "loss", "cispo", s) for s in range(3)
     ]
 
-    # One run per variant cannot measure seed noise: give it, as a lab would from replicates.
+    # Give the seed noise (these synthetic runs carry none to measure), as a lab would from replicates.
     assert main(["fit", "ml", "--axis", "step", "--boot", "30", "--seed-sd", "0.02", "--db", url]) == 0
     out = capsys.readouterr().out
     assert "verdicts skipped" not in out

@@ -90,7 +90,7 @@ def check_verdict(url: str, sweep: str, knob: str, variant: str, capsys: pytest.
     rows = sorted(zip(got["variant"], got["knob"].fillna("-"), got["seed"], strict=True))
     assert rows == sorted([("baseline", "-", s) for s in range(3)] + [(variant, knob, s) for s in range(3)])
     assert (
-        # One run per variant cannot measure seed noise: give it, as a lab would from replicates.
+        # Give the seed noise (these synthetic runs carry none to measure), as a lab would from replicates.
         main(
             [
                 "fit",

@@ -723,10 +723,9 @@ def classify(
     base = pooled[baseline.variant]
     base_seeds = seeds[baseline.variant]
 
+    healthy_vc = {vc.variant: replace(vc, curves=tuple(healthy_curves[vc.variant])) for vc in everyone}
     rises = {
-        vc.variant: late_rises(
-            replace(vc, curves=tuple(healthy_curves[vc.variant])), healthy_sigma[vc.variant]
-        )
+        vc.variant: late_rises(healthy_vc[vc.variant], healthy_sigma[vc.variant])
         for vc in everyone
         if not seeds[vc.variant].unstable
     }
@@ -735,21 +734,18 @@ def classify(
     # "every N steps") have them; log-spaced ones (a few points per decade) do not, and there the
     # plateau cannot be checked, so every ceiling is the fits' A (as before issue 23's rule).
     ceiling = vopts.ceiling
-    if ceiling == "plateau" and any(
-        len(r[0]) < len(healthy_curves[n]) for n, r in rises.items() if not seeds[n].unstable
-    ):
+    if ceiling == "plateau" and any(len(r[0]) < len(healthy_curves[n]) for n, r in rises.items()):
         ceiling = "fit"
-
-    def unpinned(name: str) -> str:
-        vc_h = replace(seeds[name].vc, curves=tuple(healthy_curves[name]))
-        diffs, noise = rises.get(name, ([], []))
-        return _unpinned(vc_h, pooled[name].fit, margin) or still_rising(
-            name, diffs, noise, rise_pool.seed_sd, rise_pool.df, margin
-        )
+    # Why each variant's ceiling is not measured ('' when it is).
+    unpinned = {
+        n: _unpinned(healthy_vc[n], pooled[n].fit, margin)
+        or still_rising(n, *rises.get(n, ([], [])), rise_pool.seed_sd, rise_pool.df, margin)
+        for n in healthy_vc
+    }
 
     # 3. Per-seed A, pooled over every variant whose ceiling is measured: one seed variance.
     measured = {
-        vc.variant: not seeds[vc.variant].unstable and pooled[vc.variant].fit.ok and not unpinned(vc.variant)
+        vc.variant: not seeds[vc.variant].unstable and pooled[vc.variant].fit.ok and not unpinned[vc.variant]
         for vc in everyone
     }
     a_vals: dict[str, list[float]] = {}
@@ -759,27 +755,17 @@ def classify(
         if not measured[vc.variant]:
             continue
         s = seeds[vc.variant]
+        fitted = [i for i in s.healthy if s.fits[i].ok]
+        se_of = {i: _a_se_from_noise(s.fits[i], s.vc.curves[i], s.sigma[i], fopts) for i in fitted}
         if ceiling == "plateau":
-            used = list(s.healthy)
-            top = group_top(replace(s.vc, curves=tuple(healthy_curves[vc.variant])))
-            levels = [plateau_level(s.vc.curves[i], s.sigma[i], top) for i in used]
+            top = group_top(healthy_vc[vc.variant])
+            levels = [plateau_level(s.vc.curves[i], s.sigma[i], top) for i in s.healthy]
             a_vals[vc.variant] = [m for m, _ in levels]
             a_vars[vc.variant] = [v for _, v in levels]
         else:
-            used = [i for i in s.healthy if s.fits[i].ok]
-            a_vals[vc.variant] = [s.fits[i].a for i in used]
-            a_vars[vc.variant] = [
-                _seed_a_var(
-                    s.fits[i], s.vc.curves[i], _a_se_from_noise(s.fits[i], s.vc.curves[i], s.sigma[i], fopts)
-                )
-                for i in used
-            ]
-        a_ses += [
-            se
-            for i in s.healthy
-            if s.fits[i].ok and _pins_ceiling(s.fits[i], s.vc.curves[i], fopts)
-            for se in [_a_se_from_noise(s.fits[i], s.vc.curves[i], s.sigma[i], fopts)]
-        ]
+            a_vals[vc.variant] = [s.fits[i].a for i in fitted]
+            a_vars[vc.variant] = [_seed_a_var(s.fits[i], s.vc.curves[i], se_of[i]) for i in fitted]
+        a_ses += [se_of[i] for i in fitted if _pins_ceiling(s.fits[i], s.vc.curves[i], fopts)]
     pooled_a = pool_groups(a_vals, a_vars, known_sd=vopts.seed_sd)
     if ceiling == "plateau":
         # A plateau level sits below the ceiling by what the curve has still to climb, and that
@@ -820,13 +806,11 @@ def classify(
             why = f"variant fit is {var.fit.status}: {var.fit.reason}"
             verdicts[vc.variant] = _blank(base, vc, "unfit", margin, why, var)
             continue
-        why_unpinned = unpinned(baseline.variant) or unpinned(vc.variant)
+        why_unpinned = unpinned[baseline.variant] or unpinned[vc.variant]
         if why_unpinned:
             # The late level (each seed's mean over its last points) bounds a rising curve's A
             # from below: "the ceiling rises" is still decidable against a measured baseline.
-            level_v, level_se = late_level(
-                replace(vc, curves=tuple(healthy_curves[vc.variant])), healthy_sigma[vc.variant]
-            )
+            level_v, level_se = late_level(healthy_vc[vc.variant], healthy_sigma[vc.variant])
             b_est = pooled_a.groups.get(baseline.variant)
             if measured[baseline.variant] and b_est is not None and math.isfinite(level_v):
                 n_v = len(s.healthy)

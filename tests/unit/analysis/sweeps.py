@@ -18,13 +18,24 @@ TRUTH = {
 }
 
 
-def synthetic_sweep(seeds: int = 3, seed: int = 0, noise: float = 0.01) -> dict[str, VariantCurves]:
+Truth = dict[str, tuple[str | None, float, float, float]]
+
+
+def synthetic_sweep(
+    seeds: int = 3,
+    seed: int = 0,
+    noise: float = 0.01,
+    truth: Truth | None = None,
+    compute: np.ndarray | None = None,
+) -> dict[str, VariantCurves]:
+    """One curve per seed for each variant of ``truth`` (default :data:`TRUTH`): Eq. 1 with
+    R0 = 0.2 at ``compute`` (default :data:`COMPUTE`) plus Gaussian noise."""
     rng = np.random.default_rng(seed)
+    x = COMPUTE if compute is None else compute
     out = {}
-    for name, (knob, a, b, c_mid) in TRUTH.items():
+    for name, (knob, a, b, c_mid) in (TRUTH if truth is None else truth).items():
         curves = tuple(
-            (COMPUTE, sigmoid_curve(COMPUTE, 0.2, a, b, c_mid) + rng.normal(0, noise, COMPUTE.size))
-            for _ in range(seeds)
+            (x, sigmoid_curve(x, 0.2, a, b, c_mid) + rng.normal(0, noise, x.size)) for _ in range(seeds)
         )
         out[name] = VariantCurves(
             name,

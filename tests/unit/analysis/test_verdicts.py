@@ -10,29 +10,17 @@ import pytest
 
 from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
 from scalerl.harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
-from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
+from tests.unit.analysis.sweeps import COMPUTE, Truth, synthetic_sweep
 
 FAST = VerdictOptions(n_boot=100)
 
 
 def _plateau_sweep(
-    truths: dict[str, tuple[str | None, float, float, float]],
-    seeds: int = 3,
-    noise: float = 0.005,
-    seed: int = 0,
+    truths: Truth, seeds: int = 3, noise: float = 0.005, seed: int = 0
 ) -> tuple[VariantCurves, list[VariantCurves]]:
     """Curves that reach their plateau: compute 0 (R0 = 0.2) and 40 points up to 30 x C_mid."""
-    rng = np.random.default_rng(seed)
     compute = np.concatenate([[0.0], np.linspace(3_000, 150_000, 40)])
-    out = {}
-    for name, (knob, a, b, c_mid) in truths.items():
-        curves = tuple(
-            (compute, sigmoid_curve(compute, 0.2, a, b, c_mid) + rng.normal(0, noise, compute.size))
-            for _ in range(seeds)
-        )
-        out[name] = VariantCurves(
-            name, curves, knob=knob, run_ids=tuple(f"{name}-s{i}" for i in range(seeds))
-        )
+    out = synthetic_sweep(seeds=seeds, seed=seed, noise=noise, truth=truths, compute=compute)
     base = out.pop("baseline")
     return base, list(out.values())
 
@@ -71,7 +59,7 @@ def test_intervals_decide_movers_and_shapers_on_plateaued_curves() -> None:
 
 
 def test_no_effect_needs_equivalence_and_a_wide_interval_is_undecided() -> None:
-    truths: dict[str, tuple[str | None, float, float, float]] = {
+    truths: Truth = {
         "baseline": (None, 0.70, 1.5, 5000.0),
         "loo-fp32": ("precision", 0.70, 1.5, 5000.0),
     }

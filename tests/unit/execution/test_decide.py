@@ -179,14 +179,10 @@ def test_the_settled_monitor_stops_a_futile_variant_once_and_says_why(tmp_path: 
 
     stopped: list[tuple[list[str], str, dict[str, Any]]] = []
 
-    def stop(store: Any, sweep: str, run_ids: list[str], *, status: str, details: Any) -> dict[str, str]:
-        stopped.append((run_ids, status, details))
-        for rid in run_ids:
-            store.finish_run(rid, 1, status)
-        return {rid: status for rid in run_ids}
-
     said: list[str] = []
-    mon = DecideMonitor(store, "sd", min_interval_s=0.0, fit=fit, stop=stop, say=said.append, settle=True)
+    mon = DecideMonitor(
+        store, "sd", min_interval_s=0.0, fit=fit, stop=_recording_stop(stopped), say=said.append, settle=True
+    )
     assert sorted(s.run_id for s in mon()) == ["b0", "m0"] and fits == [0.999]
     assert stopped[0][1] == "stopped-decided" and stopped[0][2]["m0"]["rule"] == "futile"
     assert stopped[0][2]["m0"]["look"] == 1
@@ -202,8 +198,22 @@ def test_the_settled_monitor_stops_a_futile_variant_once_and_says_why(tmp_path: 
     # The same sweep under stop_when=decided: a look, nothing stopped.
     (tmp_path / "decided").mkdir()
     other = _store_with_points(tmp_path / "decided", 3)
-    plain = DecideMonitor(other, "sd", min_interval_s=0.0, fit=fit, stop=stop, say=lambda _: None)
+    plain = DecideMonitor(
+        other, "sd", min_interval_s=0.0, fit=fit, stop=_recording_stop(stopped), say=lambda _: None
+    )
     assert plain() == [] and plain.futile == {} and len(fits) == 2
+
+
+def _recording_stop(stopped: list[tuple[list[str], str, dict[str, Any]]]) -> Any:
+    """A stand-in for ``cancel.stop_runs``: records each call and marks the runs finished."""
+
+    def stop(store: Any, sweep: str, run_ids: list[str], *, status: str, details: Any) -> dict[str, str]:
+        stopped.append((run_ids, status, details))
+        for rid in run_ids:
+            store.finish_run(rid, 1, status)
+        return {rid: status for rid in run_ids}
+
+    return stop
 
 
 def _store_with_points(tmp_path: Path, n_points: int, budget: float | None = 8.0) -> Any:
@@ -250,14 +260,10 @@ def test_the_monitor_looks_at_the_first_planned_fraction_and_stops_what_is_decid
         levels.append(level)
         return [mover]
 
-    def stop(store: Any, sweep: str, run_ids: list[str], *, status: str, details: Any) -> dict[str, str]:
-        stopped.append((run_ids, status, details))
-        for rid in run_ids:
-            store.finish_run(rid, 1, status)
-        return {rid: status for rid in run_ids}
-
     said: list[str] = []
-    mon = DecideMonitor(store, "sd", min_interval_s=0.0, fit=fit, stop=stop, say=said.append)
+    mon = DecideMonitor(
+        store, "sd", min_interval_s=0.0, fit=fit, stop=_recording_stop(stopped), say=said.append
+    )
     out = mon()
     # Both runs stop: loo-dapo is decided, so the baseline (the only other variant) is not needed.
     assert sorted(s.run_id for s in out) == ["b0", "m0"] and levels == [0.999]

@@ -1,4 +1,4 @@
-"""The noise model: binomial and residual standard errors, and the noise-aware collapse test."""
+"""The noise model: binomial and residual standard errors, and collapse judged against them."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scalerl.harness.analysis.collapse import judge
 from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
 from scalerl.harness.analysis.noise import binomial_se, point_se, residual_se, window_se
 from scalerl.harness.analysis.sweep import analyze_frame
-from scalerl.harness.analysis.verdicts import VariantCurves, VerdictOptions, classify, collapse
+from scalerl.harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
 
 # The demo's shape: 300 steps evaluated every 10 (30 points), pass rate rising from ~0.36 to a
 # plateau near 0.6, each point a pass rate over n = 128 samples (about +/-0.043 of noise).
@@ -74,17 +75,16 @@ def test_binomial_noise_on_a_smooth_curve_is_never_called_a_collapse() -> None:
     # false-positive rate of at most 1% (2 of 200); the design rate is far lower (p < 0.001 per
     # curve after the correction for the candidate peaks), and these draws give 0.
     rng = np.random.default_rng(2026)
-    opts = VerdictOptions()
-    hits = 0
+    kinds = []
     drops = []
     for _ in range(200):
         y = _draw(rng)
-        hit, how = collapse(STEPS, y, binomial_se(y, N), opts)
-        hits += hit
-        drops.append(float(how.split("a drop of ")[1].split(" ")[0]))
-    assert hits <= 2
-    assert hits == 0
-    # The old fixed rule (a 5-point smoothed fall of more than 0.05) fired on these same curves.
+        h = judge(STEPS, y, binomial_se(y, N))
+        kinds.append(h.kind)
+        drops.append(h.drop)
+    assert kinds.count("collapsed") <= 2
+    assert kinds.count("healthy") == 200
+    # A fixed rule (a window's fall of more than 0.05 from its peak) would have fired on these.
     assert max(drops) > 0.05
 
 
@@ -92,30 +92,30 @@ def test_the_demo_baseline_dip_is_noise_and_a_real_collapse_is_caught() -> None:
     # The issue's case: a plateau near 0.59 whose smoothed tail dips to ~0.53 by chance.
     y = np.asarray(TRUE, dtype=np.float64).copy()
     y[-6:] = [0.55, 0.52, 0.50, 0.56, 0.52, 0.53]  # a 0.06 dip over the last 6 points
-    hit, how = collapse(STEPS, y, binomial_se(y, N), VerdictOptions())
-    assert not hit and "standard errors" in how
-    # A real collapse: 0.15 lost over the last 30% of the points. Its expected size is ~6
-    # combined SEs against a threshold of 3.9, so the test's power is ~97%: asserted >= 95% over
-    # 200 draws (these give 194; and 0 false alarms in 2,000 draws without the drop).
+    h = judge(STEPS, y, binomial_se(y, N))
+    assert h.kind == "healthy" and "SE" in h.how and h.drop == pytest.approx(0.052, abs=1e-3)
+    # A real collapse: 0.15 lost over the last 30% of the points, about half the gain. Measured
+    # 174 of 200 draws collapsed (87%, the module's documented power at n = 640 is 88%), the rest
+    # settled or healthy; asserted >= 80%.
     rng = np.random.default_rng(5)
     truth = TRUE.copy()
     truth[-9:] -= 0.15
     caught = 0
     for _ in range(200):
         yc = _draw(rng, truth)
-        hit, how = collapse(STEPS, yc, binomial_se(yc, N), VerdictOptions())
-        caught += hit
-    assert caught >= 190
-    assert how.startswith("fell from a peak window mean of ") and "over its last 6 of 30 points" in how
+        h = judge(STEPS, yc, binomial_se(yc, N))
+        caught += h.kind == "collapsed"
+    assert caught >= 160
+    assert h.how.startswith("peak ") and "last 6 of 30 points" in h.how
 
 
-def test_a_drop_that_recovers_at_the_end_is_not_sustained() -> None:
-    # Low noise (n = 100,000), a 0.1 dip over the last 6 points whose last 3 are back at the
-    # plateau: the window mean is 7.8 SEs low, but the drop does not persist to the end.
+def test_a_drop_that_recovers_at_the_end_is_not_a_collapse() -> None:
+    # Low noise (n = 100,000), a 0.2 dip over 3 points whose last 3 are back at the plateau:
+    # the last window's mean is 0.093 low, but its trend ends back up, so nothing is falling.
     y = np.asarray(TRUE, dtype=np.float64).copy()
     y[-6:-3] -= 0.2
-    hit, how = collapse(STEPS, y, binomial_se(y, 100_000), VerdictOptions())
-    assert not hit and "a drop of 0.093" in how
+    h = judge(STEPS, y, binomial_se(y, 100_000))
+    assert h.kind == "healthy" and h.drop == pytest.approx(0.093, abs=1e-3)
 
 
 def test_one_noisy_dip_in_the_baseline_does_not_make_every_verdict_unfit() -> None:

@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
-from scalerl.harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
+from scalerl.harness.analysis.fitters import fit_sigmoid
+from scalerl.harness.analysis.verdicts import (
+    VariantCurves,
+    VerdictOptions,
+    classify,
+    group_top,
+    plateau_level,
+    remaining_climb,
+)
 from tests.unit.analysis.sweeps import COMPUTE, Truth, synthetic_sweep
 
 FAST = VerdictOptions(n_boot=100)
@@ -251,3 +259,55 @@ def test_an_extrapolating_seed_gets_little_weight() -> None:
     third = res.run_fits["baseline#2"]
     assert third.ok and third.a > float(base.curves[2][1].max()) + 0.05
     assert res.verdicts[0].verdict != "asymptote-mover" and res.margin == 0.02
+
+
+def test_a_plateau_level_short_of_the_ceiling_gets_half_the_fitted_climb_as_a_bias_allowance() -> None:
+    # Budget at 97% of the baseline's gain, evaluations evenly spaced; a C_mid / 2 shaper (same A)
+    # is further along its rise there, so its plateau level alone reads as a higher ceiling.
+    frac = 0.97
+    top = 5000.0 * (frac / (1.0 - frac)) ** (1.0 / 1.5)
+    truth: Truth = {"baseline": (None, 0.7, 1.5, 5000.0), "loo-fast": ("k", 0.7, 1.5, 2500.0)}
+    sw = synthetic_sweep(seeds=5, seed=1, noise=0.004, truth=truth, compute=np.linspace(top / 30, top, 30))
+    (v,) = classify(sw["baseline"], [sw["loo-fast"]], verdict_options=FAST).verdicts
+    levels = {}
+    climbs = {}
+    for name in ("baseline", "loo-fast"):
+        vc = sw[name]
+        top_g = group_top(vc)
+        fit = fit_sigmoid(
+            np.concatenate([c for c, _ in vc.curves]), np.concatenate([y for _, y in vc.curves])
+        )
+        levels[name] = np.mean([plateau_level(c, np.zeros(c[1].size), top_g)[0] for c in vc.curves])
+        climbs[name] = remaining_climb(fit, vc.curves[0], top_g)
+    raw = levels["loo-fast"] - levels["baseline"]
+    # The slower curve has more left to climb past its window (about 0.009 against 0.002 here).
+    assert climbs["baseline"] > climbs["loo-fast"] > 0.0
+    assert raw > 0.005  # the plateau levels alone put the fast shaper's ceiling above the baseline's
+    # The estimate moved toward the truth (dA = 0) by half the climbs' difference, and the
+    # interval holds the truth.
+    assert v.d_a < raw
+    assert v.d_a == pytest.approx(raw + (climbs["loo-fast"] - climbs["baseline"]) / 2.0, abs=0.003)
+    assert v.d_a_lo < 0.0 < v.d_a_hi
+
+
+def test_remaining_climb_is_zero_on_a_plateau_and_for_an_unusable_fit() -> None:
+    x = np.linspace(1_000, 150_000, 40)
+    y = sigmoid_curve(x, 0.2, 0.7, 1.5, 5000.0)
+    fit = fit_sigmoid(x, y)
+    assert remaining_climb(fit, (x, y), float(x.max())) == pytest.approx(0.0, abs=2e-3)
+    assert remaining_climb(replace(fit, status="failed"), (x, y), float(x.max())) == 0.0
+
+
+def test_a_sweep_with_only_a_baseline_has_no_verdicts_and_no_error() -> None:
+    # One imported run is a sweep of one variant: fit and report must not divide by zero knobs.
+    sw = synthetic_sweep(seeds=1, truth={"baseline": (None, 0.7, 1.5, 5000.0)})
+    analysis = classify(sw["baseline"], [], verdict_options=FAST)
+    assert analysis.verdicts == [] and analysis.variant_fits["baseline"].fit.ok
+
+
+def test_a_barely_identified_b_interval_reads_as_unbounded_not_an_overflow() -> None:
+    # stop_sim's looks at 25% of a budget gave a log-B interval end past 709 (math.exp's limit).
+    from scalerl.harness.analysis.verdicts import _exp, _expm1
+
+    assert _expm1(800.0) == math.inf and _exp(1e4) == math.inf
+    assert _expm1(0.5) == pytest.approx(math.expm1(0.5)) and _exp(-1e4) == 0.0

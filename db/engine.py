@@ -3,7 +3,7 @@
 The URL comes from the argument, else ``$SCALERL_DB_URL``, else ``sqlite:///./scalerl.db``.
 ``postgresql://`` / ``postgres://`` / ``postgresql+psycopg2://`` are rewritten to
 ``postgresql+psycopg://`` (the driver we ship). Every URL that reaches text goes through
-:func:`redact` (``URL.render_as_string(hide_password=True)``).
+:func:`redact`, which hides every form of secret (:mod:`scalerl.db.redaction`).
 
 SQLite transactions: the driver is put in autocommit mode and SQLAlchemy's ``begin`` emits the
 ``BEGIN`` itself, ``BEGIN IMMEDIATE`` for write transactions (execution option
@@ -32,6 +32,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
 from scalerl.db.errors import StoreError, scrub
+from scalerl.db.redaction import redact_url
 
 DEFAULT_URL = "sqlite:///./scalerl.db"
 ENV_URL = "SCALERL_DB_URL"
@@ -40,15 +41,19 @@ _PG_ALIASES = {"postgres", "postgresql", "postgresql+psycopg2", "postgresql+pg80
 
 
 def redact(url: URL | str) -> str:
-    """The URL as text with its password replaced by ``***``."""
-    if isinstance(url, URL):
-        return url.render_as_string(hide_password=True)
-    return scrub(url)
+    """The URL as text with every secret (user-part password, ``?password=``, ``?sslpassword=``,
+    tokens, a password inside ``options``...) replaced by ``***``: see :mod:`scalerl.db.redaction`."""
+    return redact_url(url)
 
 
 def resolve_url(url: str | URL | None = None) -> URL:
     """Argument, else ``$SCALERL_DB_URL``, else the default SQLite file; normalises the driver."""
     raw: str | URL = url if url is not None else os.environ.get(ENV_URL) or DEFAULT_URL
+    if not isinstance(raw, str | URL):  # the Python API: db=5 is an error, not an AttributeError
+        raise StoreError(
+            f"database URL must be a string, not {type(raw).__name__} {raw!r} "
+            f"(fix: pass e.g. {DEFAULT_URL} or postgresql+psycopg://user@host:5432/db)"
+        )
     try:
         parsed = make_url(raw) if isinstance(raw, str) else raw
     except (ArgumentError, ValueError) as err:  # ValueError: a non-numeric port
@@ -71,6 +76,27 @@ def resolve_url(url: str | URL | None = None) -> URL:
 
 def is_memory(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+
+def refuse_memory(url: str | URL | None, doing: str) -> None:
+    """Raise StoreError when ``url`` (resolved as :func:`resolve_url` does) is an in-memory SQLite
+    store: a command line's process ends with the command, and its store with it, so whatever it
+    writes there (an import, a sweep, fits) vanishes while the command reports success, and what it
+    reads there is always empty. Malformed URLs pass: opening the store reports them."""
+    try:
+        resolved = resolve_url(url)
+    except StoreError:
+        return
+    memory = is_memory(resolved) or (
+        is_sqlite_uri(resolved)
+        and (resolved.query.get("mode") == "memory" or str(resolved.database) in ("file:", "file::memory:"))
+    )
+    if memory:
+        raise StoreError(
+            f"store {redact(resolved)} is in memory: it ends with this process, so {doing} would "
+            f"report success into a store that vanishes (fix: name a file, e.g. --db "
+            f"{DEFAULT_URL}, or a PostgreSQL URL)"
+        )
 
 
 def is_sqlite_uri(url: URL) -> bool:

@@ -7,10 +7,9 @@ redacted URL (never the password), what was being done, and what to do about it.
 
 from __future__ import annotations
 
-import re
-
 from sqlalchemy import exc as sa_exc
 
+from scalerl.db.redaction import scrub as _scrub
 from scalerl.harness.errors import FencedWriteError, SchemaOutOfDateError, StoreError
 
 __all__ = [
@@ -44,16 +43,10 @@ def is_readonly(err: BaseException) -> bool:
     return "readonly database" in text or "read-only transaction" in text
 
 
-# ``scheme://user:password@host`` -> ``scheme://user:***@host``. Applied to every free text that
-# can reach a message, a log line or a row, because driver messages sometimes echo the DSN.
-_PASSWORD_IN_URL = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<pw>[^@\s]+)@")
-_PASSWORD_KV = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'[^']*'|\S+)", re.IGNORECASE)
-
-
 def scrub(text: str) -> str:
-    """Remove anything that looks like a password from free text (URLs and ``password=...``)."""
-    text = _PASSWORD_IN_URL.sub(lambda m: m.group("head") + "***@", text)
-    return _PASSWORD_KV.sub(lambda m: m.group("head") + "***", text)
+    """Remove every secret from free text (driver messages sometimes echo the DSN); the rules
+    live in :mod:`scalerl.db.redaction`, shared with URL rendering and refusal."""
+    return _scrub(text)
 
 
 def is_locked(err: BaseException) -> bool:

@@ -118,6 +118,16 @@ def runs(store: Store, sweep: str) -> pd.DataFrame:
     return df
 
 
+def point_count(store: Store, run_id: str) -> int:
+    """How many points the store holds for one run (one indexed COUNT)."""
+
+    def fn(conn: Connection) -> int:
+        return int(conn.execute(select(func.count()).where(Point.run_id == run_id)).scalar_one())
+
+    n: int = _read(store, fn, f"counting the points of run {run_id!r}")
+    return n
+
+
 PROGRESS_COLUMNS: tuple[str, ...] = ("run_id", "status", "budget", "unit", "reached")
 _BUDGET_UNITS = ("steps", "gpu_hours", "flops", "tokens", "samples")
 

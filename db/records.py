@@ -19,7 +19,8 @@ ENDED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", 
 # Event kinds the harness emits; log_event accepts any short identifier, these are the known ones.
 EVENT_KINDS: frozenset[str] = frozenset(
     {"submitted", "started", "requeued", "failed", "fenced", "completed", "cancelled", "timeout",
-     "preempted", "status", "replayed", "spooled", "pruned", "stopped-decided", "extended"}
+     "preempted", "status", "replayed", "spooled", "pruned", "stopped-decided", "extended",
+     "losses"}
 )  # fmt: skip
 
 WriteOutcome = Literal["ok", "fenced", "unknown_run"]
@@ -76,3 +77,7 @@ class ReplayReport:
     fenced_points: int = 0
     skipped_in_use: tuple[str, ...] = field(default_factory=tuple)
     kept_unknown_run: tuple[str, ...] = field(default_factory=tuple)
+    # Points (and unreadable lines) the store cannot hold, set aside so the rest drains: each
+    # quarantine file keeps them with the reason, next to the spool (``quarantine/<spool file>``).
+    quarantined_points: int = 0
+    quarantined: tuple[str, ...] = field(default_factory=tuple)

@@ -18,15 +18,18 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import re
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scalerl.db.errors import StoreError
-from scalerl.db.records import ReplayReport
+from scalerl.db.errors import StoreError, StoreReadOnlyError, StoreUnavailableError
+from scalerl.db.limits import SEED_MAX, STEP_MAX, name_problem
+from scalerl.db.records import ReplayReport, WriteOutcome
 
 if TYPE_CHECKING:
     from scalerl.db.store import PointRow, Store
@@ -127,22 +130,136 @@ def read_batches(path: Path) -> Iterator[tuple[str, int, list[PointRow]]]:
         yield str(obj["run_id"]), int(obj["attempt"]), rows
 
 
+QUARANTINE_DIR = "quarantine"
+_FLAGS = {"nan", "+inf", "-inf"}
+_COMPUTE = ("gpu_hours", "flops", "tokens", "samples", "wall_s")
+
+
+def _parse_line(raw: bytes) -> tuple[str, int, list[Any]]:
+    """(run_id, attempt, raw rows) of one spool line; ValueError naming what is wrong with it."""
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ValueError("not a JSON line") from None
+    except RecursionError:  # [[[[...]]]]: no writer spools that; set aside like any bad line
+        raise ValueError("a JSON line nested too deep to read") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"a JSON {type(obj).__name__}, not an object")
+    run_id, attempt, rows = obj.get("run_id"), obj.get("attempt"), obj.get("rows")
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"run_id {run_id!r} is not a run id")
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or not 0 <= attempt <= SEED_MAX:
+        raise ValueError(f"attempt {attempt!r} is not an attempt number")
+    if not isinstance(rows, list):
+        raise ValueError(f"rows is a {type(rows).__name__}, not a list")
+    return run_id, attempt, rows
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_row(row: Any) -> tuple[PointRow | None, str | None]:
+    """A spooled row as the store takes it, or why it cannot be stored (a step past int4 or
+    int64, a bad metric name, a non-finite compute value, a wrong shape...). A raw non-finite
+    metric value is normalised to NULL + its flag, as the writer stores it: nothing is lost."""
+    if not isinstance(row, list | tuple) or len(row) not in (_ROW_FIELDS - 1, _ROW_FIELDS):
+        return None, f"not a row of {_ROW_FIELDS} fields"
+    step, metric, value, flag, *compute = (*row, None) if len(row) == _ROW_FIELDS - 1 else row
+    n = compute.pop()
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= STEP_MAX:
+        return None, f"step {step!r} is not a whole number in [0, {STEP_MAX}]"
+    problem = name_problem(metric)
+    if problem is not None:
+        return None, f"metric name {str(metric)[:60]!r} {problem}"
+    if flag is not None and (flag not in _FLAGS or value is not None):
+        return None, f"nonfinite flag {flag!r} is not one of {sorted(_FLAGS)} on a NULL value"
+    if value is not None:
+        if not _number(value):
+            return None, f"value {value!r} is not a number"
+        if not math.isfinite(value):
+            flag, value = ("nan" if value != value else "+inf" if value > 0 else "-inf"), None
+    for unit, amount in zip(_COMPUTE, compute, strict=True):
+        if amount is not None and not (_number(amount) and math.isfinite(amount)):
+            return None, f"compute {unit}={amount!r} is not a finite number"
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= SEED_MAX):
+        return None, f"n={n!r} is not a whole number >= 1"
+    return (step, metric, value, flag, *compute, n), None
+
+
+def _write_quarantine(root: Path, source: Path, bad: list[dict[str, Any]]) -> Path:
+    """Write (atomically, replacing an earlier one of the same spool file) the set-aside records."""
+    folder = root / QUARANTINE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / source.name
+    tmp = target.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        for record in bad:
+            fh.write(json.dumps(record, default=repr) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    _fsync_dir(folder)
+    return target
+
+
+def _write_or_isolate(
+    store: Store, run_id: str, attempt: int, rows: list[PointRow], bad: list[dict[str, Any]], line: int
+) -> tuple[WriteOutcome, int]:
+    """Write one line's rows; when the store refuses the batch for its content (not because it is
+    unreachable), write them one by one and set aside the ones it refuses. -> (outcome, written)."""
+    try:
+        return store.write_points(run_id, attempt, rows), len(rows)
+    except (StoreUnavailableError, StoreReadOnlyError):
+        raise
+    except StoreError:
+        if len(rows) == 1:
+            raise
+    written = 0
+    outcome: WriteOutcome = "ok"
+    for row in rows:
+        try:
+            outcome = store.write_points(run_id, attempt, [row])
+        except (StoreUnavailableError, StoreReadOnlyError):
+            raise
+        except StoreError as err:
+            bad.append({"line": line, "run_id": run_id, "attempt": attempt, "row": list(row),
+                        "reason": str(err)[:300]})  # fmt: skip
+            continue
+        written += outcome == "ok"
+    return outcome, written
+
+
 def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
     """Write every spool file of a dead writer into the store and remove it.
 
     Files locked by a live writer are skipped (it replays them itself); points of a superseded
     attempt are dropped with a ``fenced`` event; files of a run the store does not know are kept.
+    Records the store cannot hold (a step past int4, an unreadable line, a non-finite compute
+    value...) are set aside in ``quarantine/<file>`` with their reasons, counted in the report,
+    and the rest of the file drains: one poisoned record never blocks a spool.
     """
     root = spool_dir(directory)
-    files = points = fenced = 0
+    files = points = fenced = quarantined_points = 0
     skipped: list[str] = []
     unknown: list[str] = []
+    quarantined: list[str] = []
     for path in sorted(root.glob("*.jsonl")) if root.is_dir() else []:
         try:
-            fd = os.open(path, os.O_RDONLY)
+            # O_NONBLOCK: a FIFO named *.jsonl must not block the open (a hang); it is skipped below.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             continue  # its writer replayed and removed it meanwhile
+        except IsADirectoryError:
+            fd = -1
         try:
+            if fd < 0 or not stat.S_ISREG(os.fstat(fd).st_mode):
+                # Writers only ever create regular files: anything else is not a spool file.
+                log.warning(
+                    "spool %s: %s is not a regular file (holds no points); left alone", root, path.name
+                )
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -150,10 +267,29 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
                 continue
             keep = False
             fenced_here = 0
-            for run_id, attempt, rows in read_batches(path):
-                outcome = store.write_points(run_id, attempt, rows)
+            bad: list[dict[str, Any]] = []
+            # Everything after the last newline is a torn (never acknowledged) line.
+            for line, raw in enumerate(path.read_bytes().split(b"\n")[:-1], start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    run_id, attempt, raw_rows = _parse_line(raw)
+                except ValueError as err:
+                    bad.append({"line": line, "reason": str(err), "raw": raw.decode("utf-8", "replace")})
+                    continue
+                rows: list[PointRow] = []
+                for raw_row in raw_rows:
+                    row, problem = check_row(raw_row)
+                    if row is None:
+                        bad.append({"line": line, "run_id": run_id, "attempt": attempt, "row": raw_row,
+                                    "reason": problem})  # fmt: skip
+                    else:
+                        rows.append(row)
+                if not rows:
+                    continue
+                outcome, written = _write_or_isolate(store, run_id, attempt, rows, bad, line)
                 if outcome == "ok":
-                    points += len(rows)
+                    points += written
                 elif outcome == "fenced":
                     fenced_here += len(rows)
                 else:
@@ -162,11 +298,70 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
                 fenced += fenced_here
                 store.log_event(run_id, "fenced", {"attempt": attempt, "dropped_points": fenced_here,
                                                    "source": f"spool replay {path.name}"})  # fmt: skip
+            if bad:
+                # Before the spool file goes: the set-aside records are never lost.
+                quarantined.append(str(_write_quarantine(root, path, bad)))
+                quarantined_points += len(bad)
+                log.warning("spool file %s: set aside %d record(s) the store cannot hold", path, len(bad))
             if keep:
                 unknown.append(str(path))
                 continue
             path.unlink(missing_ok=True)
             files += 1
         finally:
-            os.close(fd)
-    return ReplayReport(files, points, fenced, tuple(skipped), tuple(unknown))
+            if fd >= 0:
+                os.close(fd)
+    finish_replayed(store, root)  # runs whose last points were spooled end as their writer asked
+    return ReplayReport(
+        files, points, fenced, tuple(skipped), tuple(unknown), quarantined_points, tuple(quarantined)
+    )
+
+
+FINISH_SUFFIX = ".finish"
+
+
+def note_finish(spool_file: Path, run_id: str, attempt: int, status: str, error: str | None = None) -> Path:
+    """Ask the replay of ``spool_file`` to end the run as ``status`` once its points are stored.
+
+    For a writer with no job behind it (``scalerl import``): when the database dies before the
+    run's last points and its end are recorded, the points wait in the spool and the run would
+    stay ``running`` forever after they are replayed; nothing else (no scheduler sync) ends it.
+    The request is a sidecar ``<spool file>.finish``; :func:`finish_replayed` applies it once the
+    spool file is gone (drained), fenced on the attempt and only to a run still ``running``."""
+    sidecar = spool_file.with_name(spool_file.name + FINISH_SUFFIX)
+    tmp = sidecar.with_name(sidecar.name + ".tmp")
+    body = {"run_id": run_id, "attempt": attempt, "status": status, "error": error}
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps(body))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, sidecar)
+    _fsync_dir(sidecar.parent)
+    return sidecar
+
+
+def finish_replayed(store: Store, directory: str | Path | None = None) -> int:
+    """Apply every finish request whose spool file has been replayed; returns how many runs ended.
+
+    A request whose run moved on (another attempt started, or something else ended it) is dropped:
+    the run's own later history wins."""
+    root = spool_dir(directory)
+    ended = 0
+    for sidecar in sorted(root.glob(f"*{FINISH_SUFFIX}")) if root.is_dir() else []:
+        if sidecar.with_name(sidecar.name[: -len(FINISH_SUFFIX)]).exists():
+            continue  # its points are not all stored yet (locked, kept for an unknown run)
+        if not sidecar.is_file():
+            continue  # a FIFO or folder under that name: reading it would block or fail
+        try:
+            req = json.loads(sidecar.read_text())
+            run_id, attempt, status = str(req["run_id"]), int(req["attempt"]), str(req["status"])
+        except (OSError, ValueError, KeyError, TypeError):
+            log.warning("finish request %s is unreadable; removing it", sidecar)
+            sidecar.unlink(missing_ok=True)
+            continue
+        run = store.get_run(run_id)
+        if run is not None and run.status == "running" and run.attempts == attempt:
+            ended += bool(store.finish_run(run_id, attempt, status, error=req.get("error")))
+        sidecar.unlink(missing_ok=True)
+    return ended

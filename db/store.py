@@ -25,6 +25,7 @@ from scalerl.db.bulk import UPSERTS
 from scalerl.db.engine import EngineBundle, is_readonly_url, make_engine, redact, resolve_url, sqlite_file
 from scalerl.db.errors import (
     StoreError,
+    StoreIntegrityError,
     StoreReadOnlyError,
     StoreUnavailableError,
     is_locked,
@@ -32,8 +33,10 @@ from scalerl.db.errors import (
     translate,
 )
 from scalerl.db.fastread import FastReader
+from scalerl.db.limits import RUN_ID_MAX, check_name
 from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
 from scalerl.db.records import RUN_STATUSES, RunInfo, RunRecord, WriteOutcome
+from scalerl.db.redaction import is_secret_key
 
 if TYPE_CHECKING:
     from scalerl.db.writer import PointWriter
@@ -106,8 +109,8 @@ def _now() -> datetime:
 def _scrub_detail(value: Any) -> Any:
     if isinstance(value, str):
         return scrub(value)
-    if isinstance(value, Mapping):
-        return {str(k): _scrub_detail(v) for k, v in value.items()}
+    if isinstance(value, Mapping):  # {"password": "..."}: the key says the value is a secret
+        return {str(k): "***" if is_secret_key(str(k)) else _scrub_detail(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_scrub_detail(v) for v in value]
     return value
@@ -223,6 +226,11 @@ class Store:
                     time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
                     continue
                 raise translate(err, url=self.url, doing=doing) from None
+            except OverflowError as err:  # SQLite's driver: an int past int64 never reaches SQL
+                raise StoreIntegrityError(
+                    f"store {self.url}: {doing}: a number is too large for the database: {err} "
+                    "(fix: keep steps, seeds and counts within the store's integer range)"
+                ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
@@ -247,6 +255,8 @@ class Store:
 
     # ------------------------------------------------------------------ sweeps and runs
     def ensure_sweep(self, name: str, spec: Mapping[str, Any]) -> None:
+        check_name(name, "sweep name")  # VARCHAR(200): PostgreSQL would refuse it, SQLite not
+
         def tx(conn: Connection) -> None:
             if conn.execute(select(Sweep.name).where(Sweep.name == name)).first() is None:
                 conn.execute(insert(Sweep).values(name=name, spec=dict(spec), created_at=_now()))
@@ -269,6 +279,15 @@ class Store:
         """
         if not records:
             return 0
+        # What the columns cannot hold fails here, the same on every backend, before the write.
+        for r in records:
+            where = f"run {r.run_id!r}"
+            check_name(r.sweep, "sweep name", where=where)
+            check_name(r.run_id, "run id", limit=RUN_ID_MAX, where=where)
+            check_name(r.variant, "variant", where=where)
+            for what, value in (("knob", r.knob), ("alternative", r.alternative)):
+                if value is not None:
+                    check_name(value, what, where=where)
 
         def tx(conn: Connection) -> int:
             ids = list(dict.fromkeys(r.run_id for r in records))

@@ -3,7 +3,10 @@
 Contract (``scalerl.harness.rl.PointSink``):
 
 - ``add(step, metrics, compute, n=None)`` validates and enqueues; it never waits for the
-  database. ``n`` maps a metric to the number of Bernoulli samples behind its value (e.g.
+  database. What the store's columns cannot hold (a step outside [0, 2**31 - 1], a metric name
+  that is empty or longer than 200 characters, a value that is not a number) raises StoreError
+  from ``add`` itself (:mod:`scalerl.db.limits`): one bad point never fails a batch of good ones.
+  ``n`` maps a metric to the number of Bernoulli samples behind its value (e.g.
   ``{"val/pass_rate": 512}``), so its binomial noise is known; metrics it leaves out get NULL.
 - A background thread writes batches (every ``interval`` seconds, or ``batch_size`` rows, or on
   ``flush``) through :meth:`Store.write_points`: one fenced transaction per batch, idempotent
@@ -36,6 +39,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from scalerl.db.errors import StoreError, scrub
+from scalerl.db.limits import NAME_MAX, STEP_MAX, check_name, step_problem
 from scalerl.db.models import COMPUTE_UNITS
 from scalerl.db.spool import SpoolFile, spool_dir
 
@@ -173,8 +177,13 @@ class PointWriter:
         # Hot path (called once per training step): plain loops, no per-call dict building.
         if type(step) is not int:  # numpy integers are fine; floats and bools are not
             step = self._as_step(step)
-        if step < 0:
-            raise StoreError(f"run {self.run_id!r}: step={step!r} must be an int >= 0")
+        if step < 0 or step > STEP_MAX:
+            # Checked here, not by the database: on PostgreSQL a step past int4 fails its whole
+            # batch in the background thread, which would spool it and every later point.
+            raise StoreError(
+                f"run {self.run_id!r}: step={step!r} {step_problem(step)} "
+                f"(fix: log an int step in [0, {STEP_MAX}])"
+            )
         units: list[float | None] = [None] * len(COMPUTE_UNITS)
         for unit, raw in compute.items():
             slot = _UNIT_SLOT.get(unit)
@@ -183,15 +192,31 @@ class PointWriter:
                     f"run {self.run_id!r} step {step}: compute unit {unit!r} is unknown "
                     f"(fix: use {', '.join(COMPUTE_UNITS)})"
                 )
-            val = float(raw)
-            if not isfinite(val):
-                raise StoreError(f"run {self.run_id!r} step {step}: compute {unit}={val} must be finite")
+            # A str, None, a bool or an int past a double (10**400): refused with its unit, not raised
+            # raw (OverflowError) from float().
+            try:
+                val = float(raw)
+            except (TypeError, ValueError, OverflowError):
+                val = math.nan
+            if not isfinite(val) or isinstance(raw, bool):
+                big = isinstance(raw, int) and not isinstance(raw, bool)
+                shown = "<an int past a double's range>" if big else repr(raw)[:80]
+                raise StoreError(
+                    f"run {self.run_id!r} step {step}: compute {unit}={shown} must be finite "
+                    "(fix: log the cumulative compute as a float)"
+                )
             units[slot] = val
         gpu_hours, flops, tokens, samples, wall_s = units
         counts = self._counts(step, metrics, n) if n else {}
         rows: list[PointRow] = []
         for metric, raw in metrics.items():
-            value = float(raw)
+            if type(metric) is not str or not 0 < len(metric) <= NAME_MAX or "\x00" in metric:
+                # The metric column is VARCHAR(200): PostgreSQL would fail the whole batch.
+                check_name(metric, "metric name", where=f"run {self.run_id!r} step {step}")
+            try:
+                value = float(raw)
+            except (TypeError, ValueError, OverflowError):
+                raise self._not_a_number(step, metric, raw) from None
             k = counts.get(metric)
             if isfinite(value):
                 rows.append((step, metric, value, None, gpu_hours, flops, tokens, samples, wall_s, k))
@@ -199,6 +224,12 @@ class PointWriter:
                 flag = _NONFINITE.get(value, "nan")
                 rows.append((step, metric, None, flag, gpu_hours, flops, tokens, samples, wall_s, k))
         return rows
+
+    def _not_a_number(self, step: int, metric: str, raw: object) -> StoreError:
+        return StoreError(
+            f"run {self.run_id!r} step {step}: metric {metric!r} = {raw!r} is not a number "
+            "(fix: log a float; NaN and ±inf are stored as non-finite points)"
+        )
 
     def _counts(self, step: int, metrics: Mapping[str, float], n: Mapping[str, int]) -> dict[str, int]:
         """Validate ``n``: each key one of this call's metrics, each value an int >= 1."""

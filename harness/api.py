@@ -118,9 +118,11 @@ class Sweep:
 
         Raises :class:`~scalerl.harness.errors.ConfigError` naming the file, line, field, value and fix."""
         from scalerl.harness.recipe import load_sweep
+        from scalerl.harness.recipe.loader import as_overrides, as_path
 
+        as_overrides(overrides)  # a bare string or None is a ConfigError, not a TypeError
         spec = load_sweep(path, list(overrides))
-        return cls(spec.sweep, spec=spec, path=Path(path), overrides=overrides, db=db)
+        return cls(spec.sweep, spec=spec, path=as_path(path, "sweep file"), overrides=overrides, db=db)
 
     @classmethod
     def from_dict(
@@ -137,6 +139,13 @@ class Sweep:
         errors name the field, value and fix, without a file or line (a dict has none)."""
         import yaml
 
+        if not isinstance(data, Mapping):
+            raise ConfigError(
+                f"a sweep dict must be a mapping (the YAML file's content), not {type(data).__name__}",
+                field="data",
+                value=data if data is None or isinstance(data, str | int | float) else None,
+                fix="pass e.g. {'sweep': 'demo', 'base': 'tiny.yaml', ...}, or use from_yaml",
+            )
         folder = Path(tempfile.mkdtemp(prefix="scalerl-sweep-"))
         content = dict(data)
         for key in ("base", "extends"):
@@ -157,6 +166,12 @@ class Sweep:
     def open(cls, name: str, *, db: str | None = None) -> Sweep:
         """A sweep already in the store, by name: status, wait, curves, fit and report work; plan
         and launch need its file (:meth:`from_yaml`). The store must exist."""
+        if not isinstance(name, str) or not name:
+            raise ConfigError(
+                f"a sweep name must be a non-empty string, not {name!r}",
+                field="name",
+                fix="pass the name `scalerl status` lists, e.g. Sweep.open('tiny-loo')",
+            )
         made = cls(name, db=db)
         made._spec_in_store()  # an unknown name fails here, listing the known ones
         return made
@@ -305,11 +320,14 @@ class Sweep:
             resolve_resources,
         )
         from scalerl.harness.search import launch_search
+        from scalerl.harness.search.space import check_space
 
         assert self.path is not None
         name = executor or spec.executor
         prof = resolve_profile(spec, profile) if (name == "slurm" or profile) else SlurmProfile()
         check_store_for(name, self.db, prof)
+        job_url = job_db_url(self.db)  # a URL with a secret is refused before the store is touched
+        check_space(spec)  # so is a bad corner of the space or a bad pruner option
         state = state or default_state_dir(spec.sweep)
         self._poll_s = float(prof.poll_s) if name == "slurm" else 2.0
         self.store("create").ensure_sweep(spec.sweep, spec.model_dump(mode="json", by_alias=True))
@@ -325,7 +343,7 @@ class Sweep:
             executor=name,
             resources=resolve_resources(spec, prof),
             profile=prof,
-            db_url=job_db_url(self.db),
+            db_url=job_url,
             state_dir=state,
             workers=workers,
         )

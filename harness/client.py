@@ -16,6 +16,9 @@ Not thread-safe: log from one thread.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import math
+import operator
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -62,7 +65,39 @@ def log(
 
     if process_rank() != 0:
         return
-    _open().add(int(step), {k: float(v) for k, v in metrics.items()}, dict(compute or {}), n=n)
+    step = _as_step(step)
+    for name, value in (("metrics", metrics), ("compute", compute or {}), ("n", n or {})):
+        if not isinstance(value, Mapping):
+            raise ConfigError(
+                f"client.log: {name} must be a mapping of name -> number, not {type(value).__name__}",
+                field=name,
+                value=value if isinstance(value, str | int | float) else None,
+                fix='pass e.g. client.log(10, {"val/pass_rate": 0.41}, compute={"flops": 1e15})',
+            )
+    # Values are converted (and refused with their metric's name) by the writer, the one place
+    # every writer path shares: a bad value fails this call, never a batch in the background.
+    _open().add(step, dict(metrics), dict(compute or {}), n=n)
+
+
+def _as_step(step: object) -> int:
+    """An int step in the store's range; an integral float (``10.0``) is taken as its int. Checked
+    here, at the call, so a step past int64 (or past the store's int4) is refused with a clear
+    error instead of failing its batch in the background writer and spooling every later point."""
+    from scalerl.db.limits import STEP_MAX
+    from scalerl.harness.errors import StoreError
+
+    value: object = step
+    if isinstance(step, float) and math.isfinite(step) and step.is_integer():
+        value = int(step)
+    elif not isinstance(step, bool):
+        with contextlib.suppress(TypeError):  # not an integer: refused below
+            value = operator.index(step)  # type: ignore[arg-type]  # numpy ints have __index__
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= STEP_MAX:
+        raise StoreError(
+            f"client.log: step={step!r} is not a whole number in [0, {STEP_MAX}] "
+            "(fix: log the training step as an int >= 0; the store's step column is int4)"
+        )
+    return value
 
 
 def flush() -> None:

@@ -20,6 +20,14 @@ class HarnessError(Exception):
 
     exit_code: int = 1
 
+    def __init__(self, *args: object) -> None:
+        # A message often quotes a store or source URL (``mlflow:postgresql://u:PW@h/db``), and
+        # str(err) reaches logs, notebooks and reports, not only the CLI (which scrubs again):
+        # no password leaves in it, whatever subclass raised it.
+        from scalerl.db.redaction import scrub
+
+        super().__init__(*(scrub(a) if isinstance(a, str) else a for a in args))
+
 
 class ConfigError(HarnessError):
     """A recipe, sweep, profile or CLI override is invalid.
@@ -46,7 +54,10 @@ class ConfigError(HarnessError):
         self.field = field
         self.value = value
         self.fix = fix
-        super().__init__(self._render())
+        # The value is echoed back: a store URL given as a value must not carry its password out.
+        from scalerl.db.redaction import scrub
+
+        super().__init__(scrub(self._render()))
 
     def _render(self) -> str:
         where = ""

@@ -44,6 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse_memory_store(args: argparse.Namespace) -> None:
+    """Every command that names a store (``--db``, or ``scalerl db ... URL``) refuses an in-memory
+    one: it would vanish with this process, after the command reported success."""
+    if not hasattr(args, "db") and not (args.command == "db" and hasattr(args, "url")):
+        return
+    from scalerl.db.engine import refuse_memory
+
+    url = args.db if hasattr(args, "db") else args.url
+    refuse_memory(url, f"`scalerl {args.command}`")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     tokens = list(sys.argv[1:] if argv is None else argv)
@@ -72,14 +83,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Alembic narrates every migration check at INFO; a user running `scalerl fit` only needs
         # to hear about it when something is wrong.
         logging.getLogger("alembic").setLevel(logging.WARNING)
+    from scalerl.db.redaction import scrub, scrub_logs
+
+    scrub_logs()  # no URL secret reaches a log line, whatever logs it
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
         return 2
     try:
+        _refuse_memory_store(args)
         return int(func(args) or 0)
     except HarnessError as err:
-        print(f"scalerl: error: {err}", file=sys.stderr)
+        print(f"scalerl: error: {scrub(str(err))}", file=sys.stderr)
         return err.exit_code
     except ModuleNotFoundError as err:
         # A light install (no `analysis` extra) running a command that reads, fits or sweeps.

@@ -1,23 +1,76 @@
 """Argument types shared by the commands: numbers are checked once, at the boundary, so a bad
-value is argparse's one-line usage error (exit 2) instead of a hang or a traceback later."""
+value is argparse's one-line usage error (exit 2) instead of a hang, a traceback or a silently
+ignored flag later.
+
+Every numeric flag of every command goes through one of these: :func:`whole` for integers (no
+floats, no ``1e3``, bounded so a value past the store's int4 columns or a count that would eat
+memory fails here), :func:`real` for floats (finite only: ``nan``, ``inf`` and ``1e999`` are
+refused, never compared against; then a range, open or closed at each end)."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
+
+# The store's integer columns (seed, step) are int4 on PostgreSQL.
+INT4_MAX = 2**31 - 1
 
 
-def positive_int(text: str) -> int:
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def whole(lo: int | None = None, hi: int | None = INT4_MAX) -> Callable[[str], int]:
+    """An argparse type: a whole number in ``[lo, hi]``."""
+
+    def parse(text: str) -> int:
+        value = _int(text)
+        if lo is not None and value < lo:
+            raise argparse.ArgumentTypeError(f"must be at least {lo}, got {value}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"must be at most {hi}, got {value}")
+        return value
+
+    parse.__name__ = "whole number"  # what argparse says of a value this type rejects
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+def real(
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> Callable[[str], float]:
+    """An argparse type: a finite number in the range ``lo``..``hi`` (each end closed unless
+    ``lo_open`` / ``hi_open``; None for no bound)."""
+    span = (
+        ("(" if lo_open or lo is None else "[")
+        + ("-inf" if lo is None else f"{lo:g}")
+        + ", "
+        + ("inf" if hi is None else f"{hi:g}")
+        + (")" if hi_open or hi is None else "]")
+    )
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number in {span}, got {text!r}")
+        too_low = lo is not None and (value <= lo if lo_open else value < lo)
+        too_high = hi is not None and (value >= hi if hi_open else value > hi)
+        if too_low or too_high:
+            raise argparse.ArgumentTypeError(f"must be in {span}, got {value:g}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+positive_int = whole(1)
+non_negative_int = whole(0)
+positive_float = real(0.0, lo_open=True)
+non_negative_float = real(0.0)
+fraction_open = real(0.0, 1.0, lo_open=True, hi_open=True)  # (0, 1): a level, a share
 
 
 def _int(text: str) -> int:

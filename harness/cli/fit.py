@@ -7,6 +7,10 @@ import json
 import math
 from typing import Any
 
+from scalerl.harness.cli.args import real, whole
+
+MAX_BOOT = 100_000  # replicates: more would only eat memory and time, never sharpen an interval
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -24,20 +28,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="compute axis (default: the sweep's fit.axis, else flops)",
     )
     win = p.add_mutually_exclusive_group()
-    win.add_argument("--window-start", type=float, metavar="X", help="drop points with compute < X")
     win.add_argument(
-        "--window-fraction", type=float, metavar="F", help="drop the first F of each curve's compute range"
+        "--window-start", type=real(0.0), metavar="X", help="drop points with compute < X (finite, >= 0)"
     )
-    p.add_argument("--margin", type=float, help="minimum |dA| for an asymptote-mover (default 0.02)")
+    win.add_argument(
+        "--window-fraction",
+        type=real(0.0, 1.0, hi_open=True),
+        metavar="F",
+        help="drop the first F (in [0, 1)) of each curve's compute range",
+    )
+    p.add_argument(
+        "--margin",
+        type=real(0.0, 1.0, hi_open=True),
+        help="minimum |dA| for an asymptote-mover, in [0, 1) (default 0.02)",
+    )
     p.add_argument(
         "--seed-sd",
-        type=float,
+        type=real(0.0, 1.0, lo_open=True, hi_open=True),
         metavar="SD",
         help="a known seed-to-seed sd of a ceiling (e.g. from an earlier replicate study), used instead "
         "of the one the sweep's seeds measure; the only way one seed per variant decides anything",
     )
     p.add_argument("--method", default="fast", help="fitter: fast (default), paper_grid, curve_fit")
-    p.add_argument("--boot", type=int, default=200, metavar="N", help="bootstrap replicates (default 200)")
+    p.add_argument(
+        "--boot",
+        type=whole(10, MAX_BOOT),
+        default=200,
+        metavar="N",
+        help=f"bootstrap replicates, 10 to {MAX_BOOT} (default 200)",
+    )
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     p.add_argument(
         "--no-save",
@@ -68,16 +87,8 @@ def _fit(args: argparse.Namespace) -> int:
     from scalerl.harness.analysis.fitters import get_fitter
     from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
     from scalerl.harness.cli.forecast import forecast_rows, load_groups, print_rows
-    from scalerl.harness.errors import ConfigError
 
     get_fitter(args.method)  # unknown names fail before touching the store
-    if args.boot < 10:
-        raise ConfigError(
-            "too few bootstrap replicates for an interval",
-            field="--boot",
-            value=args.boot,
-            fix="use --boot 100 or more",
-        )
     req = FitRequest(
         metric=args.metric,
         axis=args.axis,

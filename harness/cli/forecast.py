@@ -8,6 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from scalerl.harness.cli.args import fraction_open, positive_float
+
 if TYPE_CHECKING:
     from scalerl.harness.analysis.verdicts import VariantCurves
 
@@ -25,18 +27,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sweep", metavar="SWEEP")
     p.add_argument(
         "--at",
-        type=float,
+        type=positive_float,
         nargs="+",
         metavar="COMPUTE",
         help="compute value(s) to forecast at (default: 2x each variant's largest compute)",
     )
     p.add_argument(
         "--reach",
-        type=float,
+        type=fraction_open,
         metavar="FRACTION",
         help="also report the compute at which the forecast reaches FRACTION x the fitted A (e.g. 0.95)",
     )
-    p.add_argument("--level", type=float, default=0.9, help="prediction-interval level (default 0.9)")
+    p.add_argument("--level", type=fraction_open, default=0.9, help="prediction-interval level (default 0.9)")
     p.add_argument("--metric", help="point metric (default: the sweep's fit.metric, else val/pass_rate)")
     p.add_argument(
         "--axis",
@@ -166,15 +168,11 @@ def _forecast(args: argparse.Namespace) -> int:
     from scalerl import db
     from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
     from scalerl.harness.analysis.sweep import FitRequest, resolve_request
-    from scalerl.harness.errors import AnalysisError, ConfigError
+    from scalerl.harness.errors import AnalysisError
 
-    DEFAULT_CALIBRATION.quantile(args.level)  # a bad level fails before touching the store
-    if args.reach is not None and not 0.0 < args.reach < 1.0:
-        raise ConfigError("must be in (0, 1)", field="--reach", value=args.reach, fix="use e.g. --reach 0.95")
-    if args.at is not None and not all(math.isfinite(a) and a > 0 for a in args.at):
-        raise ConfigError(
-            "must be positive compute values", field="--at", value=args.at, fix="e.g. --at 1e18"
-        )
+    # --at, --reach and --level were checked by their argparse types (finite, in range); the
+    # level must also lie in the calibrated range, before the store is touched.
+    DEFAULT_CALIBRATION.quantile(args.level)
     store = db.open_store(args.db, readonly=True)  # a forecast never writes, nor creates a store
     try:
         sweeps = db.queries.sweeps(store)

@@ -150,7 +150,7 @@ def _read(args: argparse.Namespace) -> list[ImportResult]:
 def _import(args: argparse.Namespace) -> int:
     from scalerl import db
     from scalerl.harness.errors import ImportFormatError
-    from scalerl.harness.importers.base import partial_message
+    from scalerl.harness.importers.base import check_run_names, partial_message
     from scalerl.harness.importers.ingest import import_curves, run_params
 
     mapping = _mapping(args)  # a bad mapping file fails before any source is read
@@ -163,6 +163,7 @@ def _import(args: argparse.Namespace) -> int:
     if partial and not args.allow_partial:
         raise ImportFormatError(f"nothing imported: {partial_message(partial)}")
     curves = [c for r in results for c in r.curves]
+    check_run_names(curves)  # before mapping: runs of one name would merge there already
     roles = None
     if mapping is not None:
         roles = mapping.assign(run_params(curves))

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scalerl.harness.cli.args import non_negative_int
 from scalerl.harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,7 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("config", help="print one variant's (or a recipe's) fully resolved config as YAML")
     c.add_argument("file", help="a sweep YAML (then name a VARIANT) or a recipe YAML")
     c.add_argument("rest", nargs="*", metavar="VARIANT|key=value", help="the variant, then overrides")
-    c.add_argument("--seed", type=int, default=None, help="seed for the run id (default: the first)")
+    c.add_argument(
+        "--seed", type=non_negative_int, default=None, help="seed for the run id (default: the first)"
+    )
     c.set_defaults(func=cmd_config)
 
 

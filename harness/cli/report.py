@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from scalerl.harness.cli.args import whole
 from scalerl.harness.errors import ConfigError
 
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", default="val/pass_rate", help="metric to plot and fit (default: %(default)s)")
     p.add_argument("--axis", default=None, choices=("gpu_hours", "flops", "tokens", "samples", "step"),
                    help="compute axis (default: the stored fits' axis, else flops)")  # fmt: skip
-    p.add_argument("--max-points", type=int, default=400, metavar="N",
+    p.add_argument("--max-points", type=whole(10, 1_000_000), default=400, metavar="N",
                    help="points drawn per run; longer runs are downsampled for display only "
                    "(default: %(default)s)")  # fmt: skip
     p.set_defaults(func=run_report)

@@ -94,4 +94,12 @@ def _replay(args: argparse.Namespace) -> int:
         print(f"  skipped {path}: locked by a live writer (it replays its own spool)")
     for path in report.kept_unknown_run:
         print(f"  kept {path}: its run is not registered in this store (wrong URL?)")
-    return 1 if report.kept_unknown_run else 0
+    if report.quarantined_points:
+        print(
+            f"  set aside {report.quarantined_points} record(s) the store cannot hold (a step past "
+            "the store's range, an unreadable line...), each with its reason, in:"
+        )
+        for path in report.quarantined:
+            print(f"    {path}")
+    # Not everything reached the store: say so in the exit code too.
+    return 1 if report.kept_unknown_run or report.quarantined_points else 0

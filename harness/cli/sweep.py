@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scalerl.harness.cli.args import positive_int
+from scalerl.harness.cli.args import real, whole
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,13 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", action="store_true", help="follow progress until every run finished")
     p.add_argument(
         "--poll-s",
-        type=float,
+        type=real(0.0, 86_400.0, lo_open=True),
         help="with --wait: ask the scheduler at most every S seconds (default: the profile's poll_s, "
         "60, on Slurm; 2 locally)",
     )
     p.add_argument(
         "--extend",
-        type=float,
+        type=real(0.0, lo_open=True),  # finite and > 0: `--extend nan` never reaches a run
         metavar="BUDGET",
         help="resume completed / stopped runs from their checkpoints to this budget (the sweep's unit)",
     )
@@ -44,9 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)")
     p.add_argument("--state-dir", type=Path, help="run workdirs and job files (default ./.scalerl/SWEEP)")
     p.add_argument(
-        "--max-parallel", type=positive_int, help="local executor: runs at once (default cores/cpus)"
+        "--max-parallel", type=whole(1, 4096), help="local executor: runs at once (default cores/cpus)"
     )
-    p.add_argument("--workers", type=positive_int, help="design: optuna: workers (default optuna.workers)")
+    p.add_argument("--workers", type=whole(1, 1024), help="design: optuna: workers (default optuna.workers)")
     p.set_defaults(func=_sweep)
 
     s = sub.add_parser("status", help="sync job states into the store and print the sweep's runs")
@@ -216,11 +216,20 @@ def _cancel(args: argparse.Namespace) -> int:
     store = db.open_store(args.db)
     name = _sweep_name(args.sweep)
     _require_sweep(store, name)
-    done = cancel(store, name, run_id=args.run_id)
+    done = cancel(store, name, run_id=args.run_id, db_url=args.db)
+    search = done.pop("search", None)
     for run_id, what in done.items():
         print(f"  {run_id}: {what}")
-    print(f"sweep {name}: cancelled {sum(w == 'cancelled' for w in done.values())} run(s)", file=sys.stdout)
-    return 0
+    runs = sum(w == "cancelled" for w in done.values())
+    if search is not None:
+        more = "; its workers start no further trial" if search == "cancelled" else ""
+        print(f"search {name}: {search}{more}")
+    print(f"sweep {name}: cancelled {runs} run(s)", file=sys.stdout)
+    if runs or search == "cancelled":
+        return 0
+    # Asked to cancel and nothing was: say so in the exit status, not only in the text above.
+    print(f"scalerl cancel: nothing of sweep {name} was cancelled (see the lines above)", file=sys.stderr)
+    return 1
 
 
 def _search(args: argparse.Namespace, sweep: Any) -> int:
@@ -236,6 +245,7 @@ def _search(args: argparse.Namespace, sweep: Any) -> int:
         resolve_resources,
     )
     from scalerl.harness.search import launch_search, wait_search
+    from scalerl.harness.search.space import check_space
 
     if getattr(args, "extend", None) is not None:
         raise ConfigError(
@@ -249,9 +259,10 @@ def _search(args: argparse.Namespace, sweep: Any) -> int:
         resolve_profile(sweep, args.profile) if (executor == "slurm" or args.profile) else SlurmProfile()
     )
     check_store_for(executor, args.db, profile)
+    url = job_db_url(args.db)  # a URL with a secret is refused before the store is touched
+    check_space(sweep)  # so is a bad corner of the space or a bad pruner option
     state_dir = args.state_dir.resolve() if args.state_dir else default_state_dir(sweep.sweep)
     db.open_store(args.db).ensure_sweep(sweep.sweep, sweep.model_dump(mode="json", by_alias=True))
-    url = job_db_url(args.db)
     launched = launch_search(
         sweep,
         args.sweep_file,

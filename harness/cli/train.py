@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from scalerl.harness.cli.args import non_negative_int
+from scalerl.harness.cli.args import non_negative_int, whole
 
 if TYPE_CHECKING:
     from scalerl.harness.rl.trainer import TrainResult
@@ -36,7 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-db", action="store_true", help="print points as JSON lines instead of storing them")
     p.add_argument(
-        "--threads", type=int, default=None, help="torch CPU threads (default $SCALERL_TORCH_THREADS, else 1)"
+        "--threads",
+        type=whole(1, 4096),
+        default=None,
+        help="torch CPU threads (default $SCALERL_TORCH_THREADS, else 1)",
     )
     p.set_defaults(func=cmd_train)
 

@@ -17,8 +17,25 @@ from scalerl.harness.execution.executors.base import JobHandle, get_executor
 from scalerl.harness.execution.status import TERMINAL, _default_context, _records, latest_handles
 
 
-def cancel(store: Any, sweep: str, *, run_id: str | None = None) -> dict[str, str]:
-    """Cancel every unfinished run of ``sweep`` (or only ``run_id``); returns run_id -> outcome."""
+def cancel(store: Any, sweep: str, *, run_id: str | None = None, db_url: str | None = None) -> dict[str, str]:
+    """Cancel every unfinished run of ``sweep`` (or only ``run_id``); returns run_id -> outcome.
+
+    A search (``design: optuna``) is cancelled through its study: its workers start no further
+    trial and stop their running ones (:mod:`scalerl.harness.search.control`); the outcome then
+    also has a ``search`` entry. ``db_url`` is the store's URL, where the study lives."""
+    from scalerl.harness.search.control import cancel_search, search_study_name
+
+    spec = _stored_spec(store, sweep)
+    study = search_study_name(sweep, spec)
+    if study is not None:
+        if run_id is not None:
+            raise ConfigError(
+                f"sweep {sweep!r} is a search: its trials' runs are cancelled with the search",
+                field="--run",
+                value=run_id,
+                fix=f"scalerl cancel {sweep} (every worker stops; scalerl sweep starts it again)",
+            )
+        return cancel_search(store, spec, study, db_url)
     recs = {str(r.run_id): r for r in _records(store, sweep)}
     if run_id is not None and run_id not in recs:
         raise ConfigError(
@@ -70,3 +87,18 @@ def stop_runs(
             store.log_event(h.run_id, status, h.as_event() | dict((details or {}).get(h.run_id) or {}))
             out[h.run_id] = status
     return out
+
+
+def _stored_spec(store: Any, sweep: str) -> dict[str, Any]:
+    """The spec the store recorded for ``sweep`` ({} for an unknown one)."""
+    import json
+
+    from scalerl.db import queries
+
+    frame = queries.sweeps(store)
+    rows = frame[frame["name"] == sweep] if not frame.empty else frame
+    if rows.empty:
+        return {}
+    spec = rows["spec"].iloc[0]
+    spec = json.loads(spec) if isinstance(spec, str) else spec
+    return dict(spec) if isinstance(spec, dict) else {}

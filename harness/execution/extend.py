@@ -26,6 +26,7 @@ the old budget, and the train metrics of the next point average over fewer steps
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,15 +94,48 @@ def apply_extensions(store: Any, specs: Sequence[RunSpec]) -> list[RunSpec]:
     return [with_budget(s, ext[s.run_id]) if s.run_id in ext else s for s in specs]
 
 
-def _resume_step(spec: RunSpec) -> int | None:
+def _checkpoint(spec: RunSpec) -> tuple[bool, int | None]:
+    """(whether the run left a checkpoint, the step it resumes after or None when the runner
+    cannot tell: a command's own checkpoint, whose script re-logs what it re-trains)."""
     from scalerl.harness.execution.runners.base import get_runner
 
-    return get_runner(spec.typed_recipe().runner.type).resume_step(Path(spec.workdir))
+    runner = get_runner(spec.typed_recipe().runner.type)
+    workdir = Path(spec.workdir)
+    return runner.has_checkpoint(workdir), runner.resume_step(workdir)
+
+
+def check_budget(budget: Any, specs: Sequence[RunSpec]) -> float:
+    """``--extend BUDGET`` as a float, refused before any run is touched unless it is a finite
+    number at least the sweep's planned budget (a NaN compares false with everything, so it would
+    pass every "already there" test and be recorded as the runs' new budget). The planned budget
+    itself is allowed: it finishes the stopped-decided and pruned runs."""
+    fix = "pass a budget at least the sweep's, in its unit, e.g. --extend 600"
+    if isinstance(budget, bool) or not isinstance(budget, int | float | str):
+        raise ConfigError("the budget must be a number", field="--extend", value=budget, fix=fix)
+    try:
+        value = float(budget)
+    except ValueError:
+        raise ConfigError("the budget must be a number", field="--extend", value=budget, fix=fix) from None
+    if not math.isfinite(value):
+        raise ConfigError("the budget must be a finite number", field="--extend", value=budget, fix=fix)
+    if value <= 0:
+        raise ConfigError("a budget must be positive", field="--extend", value=budget, fix=fix)
+    planned = min(budget_of(s)[0] for s in specs)
+    if value < planned:
+        unit = budget_of(specs[0])[1]
+        raise ConfigError(
+            f"the budget is below the sweep's planned budget ({planned:g} {unit}): no run can be "
+            "taken back to less than it was planned for",
+            field="--extend",
+            value=budget,
+            fix=f"pass a budget of at least {planned:g} {unit}",
+        )
+    return value
 
 
 def plan_extension(
     store: Any, specs: Sequence[RunSpec], budget: float
-) -> tuple[list[ExtendDecision], dict[str, int]]:
+) -> tuple[list[ExtendDecision], dict[str, int | None]]:
     """What ``--extend budget`` does with each run, and the checkpoint step of those it extends."""
     from scalerl.db import queries
 
@@ -111,7 +145,7 @@ def plan_extension(
     stored = {str(r["run_id"]): str(r["status"]) for r in queries.runs(store, sweep).to_dict("records")}
     specs = apply_extensions(store, specs)
     out: list[ExtendDecision] = []
-    steps: dict[str, int] = {}
+    steps: dict[str, int | None] = {}
     for spec in specs:
         status = stored.get(spec.run_id, "pending")
         now, unit = budget_of(spec)
@@ -121,13 +155,14 @@ def plan_extension(
         elif budget < now or (budget == now and status == "completed"):
             out.append(ExtendDecision(spec, "skip-at-budget", f"{status} with budget {now:g} {unit}", status))
         else:
-            step = _resume_step(spec)
-            if step is None:
+            found, step = _checkpoint(spec)
+            if not found:
                 why = f"{status}, but no checkpoint under {spec.workdir}"
                 out.append(ExtendDecision(spec, "skip-no-checkpoint", why, status))
                 continue
             steps[spec.run_id] = step
-            why = f"{status} at step {step}: {now:g} -> {budget:g} {unit}"
+            at = "from its checkpoint" if step is None else f"at step {step}"
+            why = f"{status} {at}: {now:g} -> {budget:g} {unit}"
             out.append(ExtendDecision(spec, "extend", why, status))
     return out, steps
 
@@ -136,8 +171,7 @@ def extend_sweep(store: Any, executor: Executor, specs: Sequence[RunSpec], budge
     """Sync job states, pick the runs to extend, record ``extended`` events, submit them."""
     if not specs:
         raise ConfigError("the sweep plans no runs", field="--extend", value=budget, fix="check its file")
-    if budget <= 0:
-        raise ConfigError("a budget must be positive", field="--extend", value=budget, fix="e.g. 600")
+    budget = check_budget(budget, specs)
     sweep = specs[0].sweep
     sync(store, sweep)
     decisions, steps = plan_extension(store, specs, budget)
@@ -151,6 +185,7 @@ def extend_sweep(store: Any, executor: Executor, specs: Sequence[RunSpec], budge
                 "from": budget_of(d.spec)[0],
                 "to": budget,
                 "unit": budget_of(d.spec)[1],
+                # None: the runner resumes from a checkpoint whose step it cannot tell (a command's).
                 "resume_step": steps[d.spec.run_id],
                 "status": d.status,
             }

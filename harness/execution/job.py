@@ -137,7 +137,15 @@ def execute(
     _note_scheduler_requeue(store, spec, executor, existing)
     writer = store.writer(spec.run_id, attempt)
     sink = writer if tap is None else _Tapped(writer, tap)
-    ctx = RunContext(spec=spec, attempt=attempt, sink=sink, workdir=workdir, stop=stop, db_url=spec.db_url)
+    ctx = RunContext(
+        spec=spec,
+        attempt=attempt,
+        sink=sink,
+        workdir=workdir,
+        stop=stop,
+        db_url=spec.db_url,
+        note=lambda kind, detail: _note(store, spec.run_id, kind, detail),
+    )
     try:
         outcome = runner.run(ctx)
         writer.close()
@@ -160,7 +168,39 @@ def execute(
     now = store.get_run(spec.run_id)
     if now is not None and now.status == "cancelled":
         return "cancelled"  # `scalerl cancel` won the race with the last step: it stays cancelled
+    fail_if_no_points(store, spec, attempt)
     return "completed" if store.finish_run(spec.run_id, attempt, "completed") else "superseded"
+
+
+def _note(store: Any, run_id: str, kind: str, detail: Mapping[str, Any]) -> None:
+    """A runner's event on its run; losing it to a store error must not fail the run."""
+    try:
+        store.log_event(run_id, kind, detail)
+    except Exception:
+        log.exception("logging a %r event of run %s", kind, run_id)
+
+
+def fail_if_no_points(store: Any, spec: RunSpec, attempt: int) -> None:
+    """A runner that says "completed" for a run with no point in the store (a command that exits 0
+    without ever writing its metrics) has produced nothing to fit: the run fails, saying where
+    points are expected, instead of looking finished."""
+    from scalerl.db import queries
+
+    if queries.point_count(store, spec.run_id):
+        return
+    runner = spec.typed_recipe().runner.type
+    where = (
+        "append JSON lines to $SCALERL_METRICS_FILE, name a runner.tensorboard_dir it logs to, or "
+        "call scalerl.harness.client.log"
+        if runner == "command"
+        else f"check the {runner} runner's inputs"
+    )
+    reason = (
+        f"run {spec.run_id} (attempt {attempt}) ended with status completed but logged no points; "
+        f"fix: {where}"
+    )
+    store.finish_run(spec.run_id, attempt, "failed", error=reason)
+    raise ExecutionError(reason)
 
 
 def _follow(spec: RunSpec, rank: int, stop: threading.Event) -> str:
@@ -325,7 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         print("usage: python -m scalerl.harness.execution.job SPEC.json [EXECUTOR]", file=sys.stderr)
         return 2
+    from scalerl.db.redaction import scrub, scrub_logs
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    scrub_logs()  # no URL secret reaches a log line, whatever logs it
     spec = RunSpec.read(Path(args[0]))
     job = SweepJob(spec, args[1] if len(args) > 1 else "local")
     for sig in (signal.SIGTERM, signal.SIGUSR2):
@@ -333,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = job()
     except Exception as exc:
-        print(f"scalerl job: run {spec.run_id} failed: {exc}", file=sys.stderr)
+        print(f"scalerl job: run {spec.run_id} failed: {scrub(str(exc))}", file=sys.stderr)
         return 1
     print(f"scalerl job: run {spec.run_id}: {result}")
     return 0

@@ -11,15 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import Field, PositiveInt, ValidationError
 
 from scalerl.harness.errors import ConfigError
+from scalerl.harness.recipe.schema import Frozen
 
 
-class SlurmProfile(BaseModel):
-    """One cluster's submission settings (sbatch options submitit passes through)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class SlurmProfile(Frozen):
+    """One cluster's submission settings (sbatch options submitit passes through). A
+    :class:`~scalerl.harness.recipe.schema.Frozen` model, so the recipes' rules hold here too:
+    no NaN or infinity (``mem_gb: .inf``), no boolean read as a number (``timeout_min: true``)."""
 
     partition: str | None = Field(None, description="sbatch --partition")
     account: str | None = Field(None, description="sbatch --account")
@@ -88,18 +89,19 @@ def load_profile(path: str | Path) -> SlurmProfile:
     Read with the recipes' loader (:func:`scalerl.harness.recipe.yamlio.parse_yaml`): one YAML dialect
     everywhere (1.2 scalars, so ``off`` is the string "off" here as in a recipe), bounded
     aliases, and line numbers for every key."""
-    from scalerl.harness.recipe.yamlio import parse_yaml
+    from scalerl.harness.recipe.yamlio import read_yaml_file
 
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as err:
+        data, sources = read_yaml_file(path)  # a regular file, bounded in size and aliases
+    except ConfigError as err:
+        if err.fix != "check the path":
+            raise
         raise ConfigError(
-            f"cannot read the Slurm profile ({err.strerror})",
+            f"cannot read the Slurm profile ({err.reason})",
             file=str(path),
             fix="pass --profile slurm/profiles/NAME.yaml (see slurm/profiles/)",
         ) from None
-    data, sources = parse_yaml(text, str(path))
     if data is None:
         data = {}
     if not isinstance(data, dict):

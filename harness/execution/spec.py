@@ -61,6 +61,11 @@ class RunSpec:
     resources: Resources = field(default_factory=Resources)
     checkpoint_grace_s: float = 60.0
 
+    def __post_init__(self) -> None:
+        from scalerl.db.redaction import refuse_secret
+
+        refuse_secret(self.db_url, where="the run's spec file")
+
     def typed_recipe(self) -> Recipe:
         return Recipe.model_validate(self.recipe)
 

@@ -90,17 +90,19 @@ def job_db_url(url: str | None) -> str | None:
     An explicit URL that carries a password is refused (spec files and Slurm pickles would hold
     it), unless it is the one in ``$SCALERL_DB_URL``, which jobs inherit."""
     from scalerl.db.engine import redact, resolve_url
+    from scalerl.db.redaction import secret_in
 
     if url:
         given = resolve_url(url)
-        if given.password is None:
+        where = secret_in(given)  # every form: user:PW@, ?password=, ?sslpassword=, options...
+        if where is None:
             return url
         env = os.environ.get("SCALERL_DB_URL")
         if env and resolve_url(env) == given:
             return None
         raise ConfigError(
-            "this store URL carries a password, which every job's spec file (and, on Slurm, its "
-            "pickle on the shared filesystem) would then hold",
+            f"this store URL carries a secret ({where}), which every job's spec file (and, on "
+            "Slurm, its pickle on the shared filesystem) would then hold",
             field="--db",
             value=redact(given),
             fix="export SCALERL_DB_URL='<the URL>' and drop --db (jobs inherit it), or keep the "

@@ -14,13 +14,15 @@ import fnmatch
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from scalerl.db.limits import STEP_MAX
+from scalerl.harness.boundedio import MiB, check_regular
 from scalerl.harness.errors import ImportFormatError
 
 # Column / tag names that are an x axis, never a metric.
@@ -53,6 +55,15 @@ class ImportedCurve:
     x: NDArray[np.float64]
     values: NDArray[np.float64]
     params: Mapping[str, str] = field(default_factory=dict)
+    # The source's own id of the run where it has one (``wandb:<id>``, ``mlflow:<id>``): the
+    # store's run id derives from it, not from the display name, so a display name that another
+    # run takes later (and the importer then suffixes) still finds the same stored run.
+    run_key: str | None = None
+    # The file or folder the run name was derived from (a parsed CSV, JSON lines, TensorBoard):
+    # two origins giving one name are two runs (``a/run.csv``, ``b/run.csv``), never merged
+    # (:func:`check_run_names`). None where the name is the run's own (a W&B panel export's
+    # ``<run> - <metric>`` columns: several exported files hold one run).
+    origin: str | None = None
 
     def __len__(self) -> int:
         return int(self.values.size)
@@ -66,17 +77,19 @@ LOSS_POLICY: dict[str, str] = {
     "truncated-tail": "dropped: an incomplete last record (the file was cut short) [records]",
     "duplicate-column": "dropped: a header column repeated; the first one is kept [columns]",
     "bad-step": "dropped: a row whose step is not a whole number >= 0 (NaN, ±inf, negative, "
-    "fractional, too large) [rows]",
+    "fractional, too large: past 2**31 - 1, the store's step column) [rows]",
     "bad-axis": "dropped: a point whose x value (the chosen axis) is empty, NaN or ±inf: it cannot "
     "be placed on that axis [points]",
     "duplicate-step": "dropped: a value logged again at the same step; the last one logged is kept "
     "(a resumed run re-logs over what it logged before the restart) [points]",
+    "bad-value": "dropped: a value that is not a number (text, a bool, a list) in a metric whose "
+    "other values are numbers; the metric's other points are kept [points]",
     "non-finite-value": "kept: a NaN or ±inf value, stored as a non-finite point (value NULL, "
     "nonfinite flag) as the trainer's own writer does [points]",
 }
 LOSS_REASONS = tuple(LOSS_POLICY)
+_MAX_ANY = 4096 * MiB  # before the format is known: the largest any importer takes
 _MAX_EXAMPLES = 3
-_INT64_MAX = float(2**63 - 1)
 
 
 @dataclass(frozen=True)
@@ -142,8 +155,9 @@ class ImportResult:
 
 
 def check_step(value: float, where: str, losses: LossLog) -> int | None:
-    """The boundary check of every step: a whole number in [0, 2**63). Anything else (NaN, ±inf,
-    negative, fractional, too large) drops its row as ``bad-step`` and returns None."""
+    """The boundary check of every step: a whole number in [0, STEP_MAX] (the store's step column,
+    :mod:`scalerl.db.limits`). Anything else (NaN, ±inf, negative, fractional, too large) drops its
+    row as ``bad-step`` and returns None."""
     if math.isnan(value):
         why = "is not a number"
     elif math.isinf(value):
@@ -152,7 +166,7 @@ def check_step(value: float, where: str, losses: LossLog) -> int | None:
         why = "is negative"
     elif value != math.floor(value):
         why = "is not a whole number"
-    elif value > _INT64_MAX:
+    elif value > STEP_MAX:  # an exact comparison: 2**31 - 1 is a float without rounding
         why = "is too large"
     else:
         return int(value)
@@ -239,6 +253,12 @@ class CurveImporter(ABC):
     name: ClassVar[str]
     # Detection tries more specific formats first (lower first).
     priority: ClassVar[int] = 100
+    # Whether the run name comes from the file's name (so two files may give one name by chance):
+    # read_file then records the file as each curve's ``origin``.
+    names_from_path: ClassVar[bool] = True
+    # The largest file read_file hands to ``read`` (which may hold it whole in memory): far above
+    # any run's metrics, far below what fills a machine.
+    max_bytes: ClassVar[int] = 512 * MiB
 
     @abstractmethod
     def sniff(self, path: Path, head: bytes) -> bool: ...
@@ -298,9 +318,26 @@ def read_file(
     metrics equal to / matching the glob ``metric``, with what was lost reading it (losses of
     metrics the filter drops are not counted). Empty curves are left out."""
     p = Path(path)
-    importer = get_importer(fmt) if fmt else detect(p)
+
+    def error(reason: str, fix: str) -> ImportFormatError:
+        return ImportFormatError(f"{p}: {reason} (fix: {fix})")
+
+    # A device or FIFO (``/dev/zero``) would be read forever; a huge file would fill memory.
+    check_regular(
+        p, _MAX_ANY, "curve file", error, fix="split the file, or check that this is the file you meant"
+    )
     log = LossLog()
-    curves = importer.read(p, axis_column=axis_column, losses=log)
+    try:
+        importer = get_importer(fmt) if fmt else detect(p)
+        check_regular(
+            p, importer.max_bytes, f"{importer.name} file", error, fix="split the file by run or by metric"
+        )
+        curves = importer.read(p, axis_column=axis_column, losses=log)
+    except RecursionError:
+        # json / yaml parsers recurse once per nesting level: ``[[[[...]]]]`` in any format.
+        raise error(
+            "nested too deeply to read (a value inside thousands of brackets)", "repair or re-export it"
+        ) from None
     keep: Callable[[str], bool] | None = None
     if metric is not None:
         pattern = metric
@@ -314,7 +351,18 @@ def read_file(
             shown = ", ".join(found[:12]) + (" ..." if len(found) > 12 else "")
             raise ImportFormatError(f"{p}: no metric matches {metric!r} (fix: use one of: {shown})")
         curves = kept
-    return ImportResult(str(p), importer.name, tuple(c for c in curves if len(c)), log.freeze(keep))
+    if not any(len(c) for c in curves) and not log.freeze(keep):
+        raise ImportFormatError(
+            f"{p}: no points: the file holds no logged values (a header only?) "
+            "(fix: export the file again once the run has logged, or leave it out)"
+        )
+    origin = str(p.resolve()) if importer.names_from_path else None
+    return ImportResult(
+        str(p),
+        importer.name,
+        tuple(replace(c, origin=origin) for c in curves if len(c)),
+        log.freeze(keep),
+    )
 
 
 def read_curves(
@@ -331,6 +379,29 @@ def read_curves(
     if result.losses and not allow_partial:
         raise ImportFormatError(partial_message([result]))
     return list(result.curves)
+
+
+def check_run_names(curves: Sequence[ImportedCurve]) -> None:
+    """Refuse curves of different runs that share a run name (two ``run.csv`` files in different
+    folders, two TensorBoard directories called ``r``, two W&B runs of one display name read from
+    different places): stored under one name they would merge, the second overwriting the first."""
+    seen: dict[str, dict[str | None, str]] = {}
+    for c in curves:
+        ident = c.run_key or c.origin
+        seen.setdefault(c.run, {}).setdefault(ident, c.source)
+    clashes = {run: ids for run, ids in seen.items() if len(ids) > 1}
+    if not clashes:
+        return
+    parts = []
+    for run, ids in sorted(clashes.items())[:5]:
+        shown = ", ".join(sorted(f"{i} ({src})" if i and i != src else src for i, src in ids.items()))
+        parts.append(f"run name {run!r} comes from {len(ids)} different runs: {shown}")
+    more = f"; and {len(clashes) - 5} more" if len(clashes) > 5 else ""
+    raise ImportFormatError(
+        f"{'; '.join(parts)}{more}; importing them together would merge them into one run "
+        "(fix: rename the files or folders so each run has its own name, or import them into "
+        "separate sweeps)"
+    )
 
 
 def partial_message(results: Sequence[ImportResult]) -> str:

@@ -20,6 +20,7 @@ fills one compute unit, named by ``axis_unit`` or inferred from the axis name:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 from collections import defaultdict
@@ -27,8 +28,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scalerl.harness.errors import ImportFormatError
-from scalerl.harness.importers.base import ImportedCurve, is_step_name
+from scalerl.db.limits import NAME_MAX, STEP_MAX, name_problem
+from scalerl.db.spool import note_finish
+from scalerl.harness.errors import ImportFormatError, StoreError
+from scalerl.harness.importers.base import ImportedCurve, check_run_names, is_step_name
 from scalerl.harness.importers.mapping import BASELINE, RunRole
 
 AXIS_UNITS = ("step", "wall_s", "gpu_hours", "flops", "tokens", "samples")
@@ -69,6 +72,23 @@ def run_params(curves: Sequence[ImportedCurve]) -> dict[str, dict[str, str]]:
     return out
 
 
+def _check_fits(what: str, value: str, where: str) -> None:
+    """A name the store's columns cannot hold fails the import before anything is written."""
+    problem = name_problem(value)
+    if problem is not None:
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        raise ImportFormatError(
+            f"{where}: {what} {shown!r} {problem} (fix: rename it to at most {NAME_MAX} "
+            "characters; a --map file can name variants)"
+        )
+
+
+def _fail(store: Any, run_id: str, attempt: int, error: str) -> None:
+    # The store itself may be gone: the error the caller raises next says what matters.
+    with contextlib.suppress(StoreError):
+        store.finish_run(run_id, attempt, "failed", error=error)
+
+
 @dataclass(frozen=True)
 class ImportSummary:
     sweep: str
@@ -93,21 +113,39 @@ def import_curves(
 
     if axis_unit is not None and axis_unit not in AXIS_UNITS:
         raise ImportFormatError(f"--axis-unit {axis_unit!r} is unknown (fix: use one of {AXIS_UNITS})")
+    check_run_names(curves)  # two runs of one name would merge into one
     by_run: dict[str, list[ImportedCurve]] = defaultdict(list)
     for c in curves:
         by_run[c.run].append(c)
     # Validate everything before the first write: a bad input never leaves a half-written store.
+    if not any(len(c) for c in curves):
+        raise ImportFormatError(
+            "nothing to import: the sources hold no points (fix: check that the files hold logged "
+            "values, not just a header, and that --metric names a logged metric)"
+        )
+    _check_fits("sweep name", sweep, "--sweep")
     units = {run: axis_unit or infer_unit(group[0].x_name) for run, group in by_run.items()}
     for c in curves:
-        if c.steps.size and int(c.steps.min()) < 0:
+        if c.steps.size and (int(c.steps.min()) < 0 or int(c.steps.max()) > STEP_MAX):
+            bad = int(c.steps.min()) if int(c.steps.min()) < 0 else int(c.steps.max())
             raise ImportFormatError(
-                f"{c.source}: run {c.run!r} metric {c.metric!r} has a negative step "
-                f"{int(c.steps.min())} (fix: steps must be >= 0)"
+                f"{c.source}: run {c.run!r} metric {c.metric!r} has step {bad} "
+                f"(fix: steps must be whole numbers in [0, {STEP_MAX}])"
             )
+        _check_fits("metric name", c.metric, c.source)
     if roles is not None:
         missing = sorted(set(by_run) - set(roles))
         if missing:
             raise ImportFormatError(f"runs {missing} have no role in the mapping (fix: map every run)")
+    for run, group in by_run.items():
+        role = roles[run] if roles is not None else RunRole(run, None, None, 0)
+        for what, value in (
+            ("variant", role.variant),
+            ("knob", role.knob),
+            ("alternative", role.alternative),
+        ):
+            if value is not None:
+                _check_fits(f"run {run!r}: {what}", value, group[0].source)
     spec: dict[str, Any] = {"source": "import"}
     if roles is not None:
         spec["loo"] = {"baseline_name": BASELINE}
@@ -122,7 +160,8 @@ def import_curves(
                 metrics, compute = steps.setdefault(int(st), ({}, compute_for(unit, float(xv))))
                 metrics[c.metric] = float(val)
         role = roles[run] if roles is not None else RunRole(run, None, None, 0)
-        run_id = run_id_for(sweep, run, role.seed)
+        # A source's own run id (W&B, MLflow) identifies the run; else its name does.
+        run_id = run_id_for(sweep, group[0].run_key or run, role.seed)
         sources = sorted({c.source for c in group})
         config: dict[str, Any] = {
             "imported_from": sources,
@@ -153,9 +192,22 @@ def import_curves(
             for st in sorted(steps):
                 metrics, compute = steps[st]
                 writer.add(st, metrics, compute)
-                points += len(metrics)
         finally:
             writer.close()
+        left = writer.left_in_spool
+        if left is not None:
+            # The store refused or lost a batch: the points sit in the spool, not in the store.
+            # Success would be a lie (the run "completed" with none of those points).
+            # When the store is gone (the run cannot be marked failed now), `scalerl db replay`
+            # stores the points and then completes the run: nothing else ever would.
+            note_finish(left[0], run_id, attempt, "completed")
+            _fail(store, run_id, attempt, f"{left[1]} point(s) did not reach the store")
+            raise StoreError(
+                f"run {run!r}: {left[1]} point(s) did not reach the store {store.url} and wait in "
+                f"the spool {left[0]} (fix: see the warning above for the store's error, then "
+                f"`scalerl db replay --spool {left[0].parent} URL` or import again)"
+            )
+        points += writer.points_written
         store.finish_run(run_id, attempt, "completed")
     return ImportSummary(
         sweep, len(by_run), new_runs, len(curves), points, tuple(sorted({c.metric for c in curves}))

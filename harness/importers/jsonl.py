@@ -6,7 +6,9 @@ This is what verl's file logger and summary scripts write (e.g. SPEED-RL's
 folder (files are usually all called ``processed_metrics.json``, one folder per run). The step is
 the first key that is a known step name (``train_global_steps``, ``global_step``, ``step``, ...);
 every other numeric key is a metric, and a key absent or null on a line means "not logged at this
-step". ``axis_column`` picks another key as the x axis (a cumulative one such as
+step". A key with no numeric value at all (a run name, a config) is not a metric; a non-numeric
+value of a numeric key (``"N/A"``) drops that point only, counted as ``bad-value``.
+``axis_column`` picks another key as the x axis (a cumulative one such as
 ``accumulated_training_time``).
 """
 
@@ -120,18 +122,25 @@ class JsonLinesImporter(CurveImporter):
             if key in (step_key, x_key) or key.lower() in AXIS_KEYS:
                 continue
             vals = [obj.get(key) for obj in kept]
-            if not all(v is None or _is_number(v) for v in vals):
+            if not any(_is_number(v) for v in vals):
                 continue  # a text, bool or nested field (a run name, a config) is not a metric
             st: list[int] = []
             xv: list[float] = []
             vv: list[float] = []
             wh: list[str] = []
             for s, x, v, w in zip(steps, xs, vals, where, strict=True):
-                if v is not None:  # null or absent: not logged at this step
-                    st.append(s)
-                    xv.append(x)
-                    vv.append(float(v))  # type: ignore[arg-type]
-                    wh.append(w)
+                if v is None:  # null or absent: not logged at this step
+                    continue
+                if not _is_number(v):
+                    # One stray value (a "N/A", a "0.5" logged as text) costs that point only,
+                    # counted, never the metric's every other point.
+                    shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+                    losses.add("bad-value", f"{w}: {key} {shown}", metric=key)
+                    continue
+                st.append(s)
+                xv.append(x)
+                vv.append(float(v))  # type: ignore[arg-type]
+                wh.append(w)
             if st:
                 curves.append(make_curve(path, run, key, x_key, st, xv, vv, wh, losses))
         return curves

@@ -28,6 +28,7 @@ Every error names the mapping's file (or flag), the field, the run and value, an
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping
@@ -158,15 +159,19 @@ class RunMapping:
     def _seed(self, run: str, params: Mapping[str, str]) -> int:
         assert self.seed is not None
         text = self._param(run, params, "seed", self.seed)
+        from scalerl.db.limits import SEED_MAX
+
         try:
             as_float = float(text)
-        except ValueError:
+        except (TypeError, ValueError):
             as_float = float("nan")
-        if as_float != as_float or as_float != int(as_float) or as_float < 0:
+        # Finite first: int() of inf overflows. Bounded: every run's seed is checked here, before
+        # anything is written, so "1e30" fails the import instead of its third run's registration.
+        if not math.isfinite(as_float) or as_float != int(as_float) or not 0 <= as_float <= SEED_MAX:
             self._fail(
                 "seed",
                 text,
-                f"run {run!r}: param {self.seed!r} is not a whole number >= 0",
+                f"run {run!r}: param {self.seed!r} is not a whole number in [0, {SEED_MAX}]",
                 "point seed at the param that holds the integer seed",
             )
         return int(as_float)
@@ -217,15 +222,13 @@ def from_flags(
 
 def load_mapping(path: str | Path) -> RunMapping:
     """Read a mapping YAML file; unknown keys and wrong types are errors naming the file and key."""
-    import yaml
+    from scalerl.harness.recipe.yamlio import read_yaml_file
 
     p = Path(path)
-    try:
-        data: Any = yaml.safe_load(p.read_text())
-    except OSError as err:
-        raise ConfigError(f"cannot read: {err}", file=str(p), fix="check the --map path") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"not valid YAML: {err}", file=str(p), fix="fix the YAML syntax") from None
+    # The recipes' loader: a regular file, bounded in size and in alias expansion (an alias bomb
+    # in a mapping file would otherwise grow to gigabytes), duplicate keys refused.
+    data: Any
+    data, _ = read_yaml_file(p)
     if not isinstance(data, dict):
         raise ConfigError("a mapping file holds a YAML mapping", file=str(p), fix=f"use keys {_KEYS}")
     unknown = sorted(set(data) - set(_KEYS))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from scalerl.harness.errors import ImportFormatError
@@ -32,6 +33,104 @@ def _client_class(uri: str) -> Any:
             "(fix: pip install 'scalerl-harness[mlflow]')"
         ) from None
     return MlflowClient
+
+
+# Tables every MLflow SQL tracking store has (mlflow/store/tracking/dbmodels, MLflow 1.x-3.x).
+_MLFLOW_TABLES = frozenset({"experiments", "runs", "metrics", "params"})
+
+
+def _check_existing_store(uri: str, source: str) -> None:
+    """A source is read, never created or changed: MLflow's client creates a missing SQLite file
+    or ``file:`` folder (and its tables, by running its own migrations, in any database it opens:
+    our own store included). So a local store must already exist and look like MLflow's before the
+    client sees it. Remote URIs (http, postgresql, ...) are the server's business."""
+    import sqlite3
+    import urllib.parse
+
+    scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+    if scheme.startswith("sqlite"):
+        raw = uri.split("://", 1)[1] if "://" in uri else ""
+        path = raw[1:] if raw.startswith("/") else raw  # sqlite:///rel.db, sqlite:////abs.db
+        path = urllib.parse.unquote(path.split("?", 1)[0])
+        if path in ("", ":memory:"):
+            raise ImportFormatError(f"{source}: an in-memory MLflow store holds nothing (fix: name the file)")
+        db = Path(path)
+        if not db.is_file():
+            raise ImportFormatError(
+                f"{source}: no MLflow database at {db} (fix: check the path; sqlite:///REL.db is "
+                "relative to the current folder, sqlite:////ABS.db absolute)"
+            )
+        try:
+            # Read-only: looking must not create or change the file.
+            con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            finally:
+                con.close()
+        except sqlite3.DatabaseError as err:
+            raise ImportFormatError(
+                f"{source}: {db} is not a SQLite database ({err}) (fix: name the MLflow tracking database)"
+            ) from None
+        missing = _MLFLOW_TABLES - tables
+        if missing:
+            ours = " (it is a scalerl store)" if "scalerl_version" in tables or "point" in tables else ""
+            raise ImportFormatError(
+                f"{source}: {db} is not an MLflow tracking store{ours}: no "
+                f"{', '.join(sorted(missing))} table(s) (fix: name the database MLflow writes, "
+                "e.g. the --backend-store-uri of its server)"
+            )
+    elif scheme in ("", "file") or len(scheme) == 1:  # a path, file:PATH, or a Windows drive
+        raw = uri[len("file:") :] if scheme == "file" else uri
+        folder = Path(urllib.parse.unquote(raw.removeprefix("//")))
+        if not folder.is_dir():
+            raise ImportFormatError(f"{source}: no MLflow file store at {folder} (fix: check the path)")
+        if not (folder / ".trash").is_dir() and not any(folder.glob("*/meta.yaml")):
+            raise ImportFormatError(
+                f"{source}: {folder} is not an MLflow file store (no experiment folders with "
+                "meta.yaml) (fix: name the mlruns folder)"
+            )
+    elif scheme.split("+", 1)[0] in _SQL_SERVERS:
+        _check_sql_server(uri, source)
+
+
+# Database servers MLflow's SQL store runs on. Checked once here, with a connect timeout: MLflow
+# itself retries an unreachable server for minutes and then raises SQLAlchemy's error raw, and on
+# a reachable database without its tables it runs its migrations (a source must stay read-only).
+_SQL_SERVERS = frozenset({"postgresql", "postgres", "mysql", "mssql"})
+
+
+def _check_sql_server(uri: str, source: str) -> None:
+    import sqlalchemy
+
+    from scalerl.db.redaction import scrub
+
+    def fail(err: BaseException) -> ImportFormatError:
+        text = str(getattr(err, "orig", None) or err) or type(err).__name__
+        return ImportFormatError(
+            f"{source}: cannot open the MLflow tracking database: {scrub(text.splitlines()[0])} "
+            "(fix: check the URI, the driver and that the server is up and reachable)"
+        )
+
+    base = uri.split(":", 1)[0].lower().split("+", 1)[0]
+    args = {"connect_timeout": 10} if base in ("postgresql", "postgres") else {}
+    try:
+        engine = sqlalchemy.create_engine(uri.replace("postgres://", "postgresql://", 1), connect_args=args)
+    except Exception as err:  # a bad URL, a driver that is not installed
+        raise fail(err) from None
+    try:
+        with engine.connect() as con:
+            tables = set(sqlalchemy.inspect(con).get_table_names())
+    except sqlalchemy.exc.SQLAlchemyError as err:
+        raise fail(err) from None
+    finally:
+        engine.dispose()
+    missing = _MLFLOW_TABLES - tables
+    if missing:
+        ours = " (it is a scalerl store)" if "scalerl_version" in tables or "point" in tables else ""
+        raise ImportFormatError(
+            f"{source}: not an MLflow tracking store{ours}: no {', '.join(sorted(missing))} table(s) "
+            "(fix: name the database MLflow writes, e.g. the --backend-store-uri of its server)"
+        )
 
 
 def _search_all(client: Any, experiment_id: str) -> list[Any]:
@@ -63,6 +162,7 @@ def read_mlflow(
         raise ImportFormatError(
             f"{source}: axis column {axis!r} is not an MLflow axis (fix: use one of {_AXES})"
         )
+    _check_existing_store(uri, source)  # before MLflow: its client creates what it cannot find
     client_class = _client_class(uri)  # raises the install hint when mlflow is missing
     from mlflow.exceptions import MlflowException
 
@@ -103,7 +203,7 @@ def read_mlflow(
                     values.append(float(m.value))
                     where.append(place)
                 curve = make_curve(source, name, key, axis, steps, xs, values, where, losses)
-                curves.append(replace(curve, params=params))
+                curves.append(replace(curve, params=params, run_key=f"mlflow:{r.info.run_id}"))
     except MlflowException as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         fix = (

@@ -35,13 +35,14 @@ class ParsedCsvImporter(CurveImporter):
     name = "csv"
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+        # utf-8-sig: a CSV saved by Excel starts with a byte-order mark, which is not part of its header.
+        first = head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
         cols = [c.strip().strip('"') for c in first.split(",")]
         return path.suffix.lower() == ".csv" and any(is_step_name(c) for c in cols)
 
     def read(self, path: Path, *, axis_column: str | None, losses: LossLog) -> list[ImportedCurve]:
         try:
-            with path.open(newline="", encoding="utf-8") as fh:
+            with path.open(newline="", encoding="utf-8-sig") as fh:
                 rows = list(csv.reader(fh))
         except (OSError, UnicodeDecodeError, csv.Error) as err:
             raise ImportFormatError(f"{path}: cannot read as CSV: {err}") from None

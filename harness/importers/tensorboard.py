@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from scalerl.harness.boundedio import MiB
 from scalerl.harness.errors import ImportFormatError
 from scalerl.harness.importers.base import (
     CurveImporter,
@@ -54,6 +55,8 @@ def _scalar(value: Any) -> float | None:
 class TensorBoardImporter(CurveImporter):
     name = "tensorboard"
     priority = 20
+    # Event files carry images and histograms beside the scalars; they are read whole.
+    max_bytes = 4096 * MiB
 
     def sniff(self, path: Path, head: bytes) -> bool:
         return "tfevents" in path.name
@@ -333,7 +336,8 @@ def read_logdir(
         origin = min(p[1] for pts in points.values() for p in pts)  # over every tag, kept or not
         kept = dict(sorted((t, v) for t, v in points.items() if keep(t)))
         curves = _curves(run_dir, run, kept, axis, losses, origin)
-        curves = [replace(c, params=params) for c in curves if len(c)]
+        where = str(run_dir.resolve())  # two directories of one name are two runs
+        curves = [replace(c, params=params, origin=where) for c in curves if len(c)]
         results.append(ImportResult(str(run_dir), "tensorboard", tuple(curves), losses.freeze(keep)))
     if metric is not None and not any(r.curves for r in results):
         shown = ", ".join(sorted(tags)[:12]) + (" ..." if len(tags) > 12 else "")

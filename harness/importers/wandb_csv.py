@@ -39,13 +39,18 @@ class WandbCsvImporter(CurveImporter):
     name = "wandb-csv"
     priority = 10
 
+    # A W&B run's name is its own (the export's ``<run> - <metric>`` columns), and several exported
+    # panels hold the same run: curves of one name from different files are one run.
+    names_from_path = False
+
     def sniff(self, path: Path, head: bytes) -> bool:
-        first = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+        # utf-8-sig: a CSV saved by Excel starts with a byte-order mark, which is not part of its header.
+        first = head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
         return path.suffix.lower() == ".csv" and _SEP in first and ("__MIN" in first or '" - ' in first)
 
     def read(self, path: Path, *, axis_column: str | None, losses: LossLog) -> list[ImportedCurve]:
         try:
-            with path.open(newline="", encoding="utf-8") as fh:
+            with path.open(newline="", encoding="utf-8-sig") as fh:
                 rows = list(csv.reader(fh))
         except (OSError, UnicodeDecodeError, csv.Error) as err:
             raise ImportFormatError(f"{path}: cannot read as CSV: {err} (fix: re-export from W&B)") from None

@@ -28,7 +28,6 @@ import json
 import math
 import struct
 import zlib
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -127,6 +126,8 @@ def _records(path: Path, losses: LossLog) -> Iterator[bytes]:
     """The payloads of ``path``'s records, fragments joined. A record whose checksum fails is
     counted once and reading resumes at the next sound record (a fragmented record it cut is
     dropped with it); a cut-short last record is counted as ``truncated-tail``."""
+    if not path.is_file():  # a FIFO or device named run-*.wandb would block or never end
+        raise ImportFormatError(f"{path}: not a regular file (fix: name the run's own .wandb file)")
     data = path.read_bytes()
     if data[:4] != b":W&B":
         raise ImportFormatError(
@@ -291,8 +292,11 @@ def _axis(source: str, axis_column: str | None) -> str:
 
 
 def _names(runs: list[_Run]) -> list[str]:
-    counts = Counter(r.name for r in runs)
-    return [f"{r.name}-{r.id}" if counts[r.name] > 1 else r.name for r in runs]
+    # Distinct ids per name: a resumed run's second offline directory is the same run, not a twin.
+    ids: dict[str, set[str]] = {}
+    for r in runs:
+        ids.setdefault(r.name, set()).add(r.id)
+    return [f"{r.name}-{r.id}" if len(ids[r.name]) > 1 else r.name for r in runs]
 
 
 def _number(value: Any) -> float | None:
@@ -340,7 +344,8 @@ def _curves(
         steps, xs, values, where = series[key]
         curve = make_curve(source, name, key, axis, steps, xs, values, where, losses)
         if len(curve):
-            curves.append(replace(curve, params=run.params))
+            # The W&B run id is the run: its display name may gain a twin (and a suffix) later.
+            curves.append(replace(curve, params=run.params, run_key=f"wandb:{run.id}"))
     return tuple(curves)
 
 

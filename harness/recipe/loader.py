@@ -14,7 +14,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,11 +84,44 @@ def read_with_extends(path: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict[s
     return merged, merged_sources
 
 
+def as_path(path: object, what: str) -> Path:
+    """``path`` as a Path, or a ConfigError when the caller (the Python API) passed something that
+    is not a path at all (None, a number, bytes), instead of a TypeError from deep in pathlib."""
+    if isinstance(path, str | os.PathLike) and not isinstance(path, bytes):
+        fspath = os.fspath(path)
+        if isinstance(fspath, str):
+            return Path(fspath)
+    raise ConfigError(
+        f"the {what} must be a path (str or pathlib.Path), not {type(path).__name__}",
+        field="path",
+        value=path,
+        fix=f"pass the {what}'s file name, e.g. 'recipes/tiny-loo.yaml'",
+    )
+
+
 def as_overrides(items: OverrideArgs) -> tuple[Override, ...]:
-    """Strings (``key=value``) are parsed; :class:`Override` objects pass through."""
+    """Strings (``key=value``) are parsed; :class:`Override` objects pass through. Anything else
+    (a bare string instead of a list, a number, None) is a ConfigError naming what was passed."""
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise ConfigError(
+            f"overrides must be a list of 'key=value' strings, not {type(items).__name__}",
+            field="overrides",
+            value=items,
+            fix="pass e.g. ['seeds=[0, 1]', 'scale.max_gen_len=64'] (a list, even for one)",
+        )
     out: list[Override] = []
     for item in items:
-        out.extend(parse_cli_overrides([item]) if isinstance(item, str) else [item])
+        if isinstance(item, str):
+            out.extend(parse_cli_overrides([item]))
+        elif isinstance(item, Override):
+            out.append(item)
+        else:
+            raise ConfigError(
+                f"an override must be a 'key=value' string, not {type(item).__name__}",
+                field="overrides",
+                value=item,
+                fix="write each override as dotted.key=value, e.g. 'seeds=[0, 1]'",
+            )
     return tuple(out)
 
 
@@ -108,7 +142,7 @@ def build_recipe(data: dict[str, Any], sources: SourceMap, overrides: Sequence[O
 
 def load_recipe(path: str | Path, overrides: OverrideArgs = ()) -> Recipe:
     """Read, extend, override and validate one recipe file."""
-    data, sources = read_with_extends(Path(path))
+    data, sources = read_with_extends(as_path(path, "recipe"))
     if "sweep" in data:
         src = sources.entries.get(("sweep",))
         raise ConfigError(
@@ -166,7 +200,7 @@ def _split_cli(
 
 def load_sweep(path: str | Path, overrides: OverrideArgs = ()) -> SweepSpec:
     """Read, extend, override and validate a sweep file, its base recipe and its variants."""
-    path = Path(path)
+    path = as_path(path, "sweep file")
     data, sources = read_with_extends(path)
     if "sweep" not in data and "name" in data:
         raise ConfigError(

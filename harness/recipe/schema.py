@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 import re
 import string
+import types
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -34,10 +35,41 @@ from pydantic import (
 )
 
 
+def _is_number_type(annotation: Any) -> bool:
+    """True for ``int`` / ``float`` fields (constrained, or ``| None``), never for ``bool`` ones."""
+    args = (
+        typing.get_args(annotation)
+        if isinstance(annotation, types.UnionType) or (typing.get_origin(annotation) is typing.Union)
+        else (annotation,)
+    )
+    args = tuple(typing.get_args(a)[0] if typing.get_origin(a) is Annotated else a for a in args)
+    numbers = [a for a in args if a is not type(None)]
+    return bool(numbers) and all(a in (int, float) for a in numbers)
+
+
 class Frozen(BaseModel):
     # protected_namespaces=(): fields named model_* (the LM head's `model_dtype`) are ours; pydantic
-    # < 2.10 warns about them at import otherwise.
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, protected_namespaces=())
+    # < 2.10 warns about them at import otherwise. allow_inf_nan=False: YAML's .inf / 1e309 in a
+    # float field would otherwise pass and be dumped (and hashed) as null.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", validate_default=True, protected_namespaces=(), allow_inf_nan=False
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, data: Any) -> Any:
+        # pydantic's lax mode reads true as 1 in an int or float field: `budget.value: true` would
+        # silently train one step. A boolean is never a number in a config: it is handed on as
+        # its YAML spelling, which the field then refuses with its own path, type and fix.
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {
+            k: str(v).lower()
+            if isinstance(v, bool) and k in fields and _is_number_type(fields[k].annotation)
+            else v
+            for k, v in data.items()
+        }
 
 
 class Additive(Frozen):
@@ -417,6 +449,23 @@ class CommandRunnerConfig(Additive):
     ] = Field(default_factory=dict, description="compute unit -> step or wall_time x scale")
 
     @model_validator(mode="after")
+    def _no_secrets(self) -> CommandRunnerConfig:
+        # argv and env are part of the run's config: stored, hashed and printed by `scalerl config`.
+        # A password or token written here would reach the store; the command inherits the
+        # environment of the sweep (and of the Slurm job), which is where a secret belongs.
+        from scalerl.db.redaction import is_secret_key, scrub
+
+        found = [f"env.{k}" for k, v in self.env.items() if (v and is_secret_key(k)) or scrub(v) != v]
+        found += [f"argv[{i}]" for i, a in enumerate(self.argv) if scrub(a) != a]
+        if found:
+            raise ValueError(
+                f"runner.{found[0]} holds a password, token or other secret, which would be stored "
+                "with the run's config and printed by `scalerl config`; fix: export it in the "
+                "environment the sweep is launched from (the command inherits it) and drop it here"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _tensorboard(self) -> CommandRunnerConfig:
         if self.tensorboard_dir is None and (self.tensorboard_tags or self.tensorboard_compute):
             raise ValueError(
@@ -503,11 +552,16 @@ class ReplayRunnerConfig(Frozen):
                 get_importer(self.format)
             except ImportFormatError as err:
                 raise ValueError(f"format={self.format!r}: {err}") from None
-        if self.db_url is not None and urlsplit(self.db_url).password:
-            raise ValueError(
-                "db_url holds a password, which would be stored with the run's config; "
-                "fix: leave the password out (use ~/.pgpass or PGPASSWORD) or drop db_url"
-            )
+        if self.db_url is not None:
+            from scalerl.db.redaction import secret_in
+
+            where = secret_in(self.db_url)  # user:PW@, ?password=, ?sslpassword=, options...
+            if where is not None:
+                raise ValueError(
+                    f"db_url holds a password or other secret ({where}), which would be stored "
+                    "with the run's config; "
+                    "fix: leave the password out (use ~/.pgpass, PGPASSFILE or PGPASSWORD) or drop db_url"
+                )
         return self
 
 
@@ -550,6 +604,14 @@ def _param_key(key: str) -> str:
         raise ValueError(
             f"params key {key!r} is not an identifier; "
             "fix: use letters, digits and _ (not first a digit), e.g. kl_coef"
+        )
+    from scalerl.db.redaction import is_secret_key
+
+    if is_secret_key(key):
+        raise ValueError(
+            f"params key {key!r} names a secret, which would be stored with the run's config and "
+            "printed by `scalerl config`; fix: have the script read it from its environment (a "
+            "command inherits the sweep's) and drop it from params"
         )
     return key
 

@@ -25,9 +25,10 @@ The study lives in an Optuna ``RDBStorage`` at the store's own URL (see :mod:`sc
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, FiniteFloat, PositiveFloat, PositiveInt, model_validator
 
 from scalerl.harness.recipe.schema import Frozen
 
@@ -36,10 +37,10 @@ class FloatParam(Frozen):
     """``optuna.distributions.FloatDistribution``."""
 
     type: Literal["float"]
-    low: float
-    high: float
+    low: FiniteFloat
+    high: FiniteFloat
     log: bool = False
-    step: PositiveFloat | None = None
+    step: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] | None = None
 
     @model_validator(mode="after")
     def _range(self) -> FloatParam:
@@ -56,11 +57,24 @@ class FloatParam(Frozen):
 
         return FloatDistribution(self.low, self.high, log=self.log, step=self.step)
 
+    def size(self) -> float:
+        """How many values :meth:`grid` holds, counted without building it (inf: continuous)."""
+        if self.step is None:
+            return math.inf
+        # Capped so that a range of 1e308 over a step of 1e-300 stays a (huge) count, not inf.
+        return math.floor(min((self.high - self.low) / self.step, 1e300)) + 1.0
+
     def grid(self) -> list[Any] | None:
+        """``low, low + step, ...`` up to ``high`` and never past it (a step that does not divide
+        the range stops short, as Optuna's distribution does). Counted in decimal, so that 0.3 /
+        0.1 is 3 steps and the values are the ones a user wrote, not 0.30000000000000004."""
         if self.step is None:
             return None
-        n = round((self.high - self.low) / self.step)
-        return [self.low + i * self.step for i in range(n + 1)]
+        from decimal import Decimal
+
+        low, high, step = (Decimal(repr(float(v))) for v in (self.low, self.high, self.step))
+        n = int((high - low) // step)
+        return [float(low + i * step) for i in range(n + 1)]
 
 
 class IntParam(Frozen):
@@ -85,6 +99,9 @@ class IntParam(Frozen):
 
         return IntDistribution(self.low, self.high, log=self.log, step=self.step)
 
+    def size(self) -> float:
+        return float((self.high - self.low) // self.step + 1)
+
     def grid(self) -> list[Any] | None:
         return list(range(self.low, self.high + 1, self.step))
 
@@ -97,8 +114,19 @@ class CategoricalParam(Frozen):
 
     @model_validator(mode="after")
     def _unique(self) -> CategoricalParam:
-        if len({repr(c) for c in self.choices}) != len(self.choices):
-            raise ValueError(f"choices repeat ({self.choices}); fix: list each choice once")
+        # Compared as the run's hash sees them (1 and 1.0 are one config, so one run id): two
+        # such choices would be two trials training the same run.
+        from scalerl.harness.recipe.hashing import canonical_json
+
+        seen: dict[str, Any] = {}
+        for c in self.choices:
+            key = canonical_json({"v": c})
+            if key in seen:
+                raise ValueError(
+                    f"choices repeat: {seen[key]!r} and {c!r} are one value ({self.choices}), so "
+                    "they would train the same run; fix: list each choice once"
+                )
+            seen[key] = c
         return self
 
     def distribution(self) -> Any:
@@ -106,9 +134,15 @@ class CategoricalParam(Frozen):
 
         return CategoricalDistribution(tuple(self.choices))
 
+    def size(self) -> float:
+        return float(len(self.choices))
+
     def grid(self) -> list[Any] | None:
         return list(self.choices)
 
+
+# Every point of a grid is a training run (and an enqueued trial): far fewer than this in practice.
+MAX_GRID_POINTS = 10_000
 
 SearchParam = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
 
@@ -117,7 +151,8 @@ class SamplerSpec(Frozen):
     """Optuna's TPE, CMA-ES, random or grid sampler; ``seed`` makes the suggestions repeatable."""
 
     type: Literal["tpe", "cmaes", "random", "grid"] = "tpe"
-    seed: NonNegativeInt | None = 0
+    # NumPy seeds stop at 2**32 - 1; workers add their index, so half of that is the safe bound.
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = 0
     n_startup_trials: PositiveInt | None = Field(None, description="tpe/cmaes: random trials first")
 
 
@@ -162,10 +197,20 @@ class OptunaSection(Frozen):
     @model_validator(mode="after")
     def _grid_is_finite(self) -> OptunaSection:
         if self.sampler.type == "grid":
-            loose = [k for k, p in self.space.items() if p.grid() is None]
+            # Counted, never built: a grid over a 3e8-wide int range must fail here, not eat the
+            # memory of every process that validates the sweep.
+            loose = [k for k, p in self.space.items() if math.isinf(p.size())]
             if loose:
                 raise ValueError(
                     f"sampler grid needs a finite space, but {loose} are continuous; "
                     "fix: give each float a step, or use tpe / random"
+                )
+            points = math.prod(p.size() for p in self.space.values())
+            if points > MAX_GRID_POINTS:
+                sizes = ", ".join(f"{k}: {p.size():.3g}" for k, p in self.space.items())
+                raise ValueError(
+                    f"the grid has {points:.3g} points ({sizes}), more than {MAX_GRID_POINTS} trials "
+                    "a search can run; fix: raise the int/float steps or narrow the ranges, or use "
+                    "tpe / random with n_trials"
                 )
         return self

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -208,7 +208,8 @@ class SweepSpec(Frozen):
     optuna: OptunaSection | None = Field(
         None, description="design: optuna; see scalerl.harness.recipe.search"
     )
-    seeds: list[NonNegativeInt] = Field(default_factory=lambda: [0], min_length=1)
+    # A seed is stored in run.seed (INTEGER: int4 on PostgreSQL), so 1e30 fails here, not mid-sweep.
+    seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(default_factory=lambda: [0], min_length=1)
     budget: BudgetConfig | None = None
     fit: FitSpec = FitSpec()
     power: PowerSpec = PowerSpec()

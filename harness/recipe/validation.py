@@ -144,6 +144,13 @@ def _one(err: ErrorDetails, root: type[BaseModel], data: Any, sources: SourceMap
         fix = "use one of: " + ", ".join(options)
         if isinstance(value, bool):
             fix += " (a bare true/false is a YAML boolean: quote it if you meant a name)"
+    elif kind in {"int_parsing", "float_parsing"} and value in ("true", "false"):
+        # A YAML boolean in a number field, handed on as its spelling by schema.Frozen.
+        reason = f"{value} is a boolean, not a number"
+        fix = "write a number"
+    elif kind == "finite_number":
+        reason = "not a finite number (NaN and infinities, e.g. .inf or 1e309, have no place in a config)"
+        fix = "write a finite number"
     elif kind in _RANGE:
         op = _RANGE[kind]
         reason = f"out of range: must be {_RANGE_SYM[op]} {ctx.get(op)}"

@@ -86,6 +86,9 @@ def _line(node: yaml.Node) -> int:
 # any real file and far below what hurts a 2-core machine.
 MAX_DOCUMENT_BYTES = 1 << 20
 MAX_VALUES = 100_000
+# Nesting: a recipe is a few levels deep. Deeper input (``[[[[...]]]]``) would exhaust Python's
+# stack in the YAML composer or later in validation and hashing, which all recurse.
+MAX_DEPTH = 64
 
 
 class _Budget:
@@ -109,6 +112,8 @@ def _build(
     loader: _Loader, node: yaml.Node, path: KeyPath, file: str, sources: SourceMap, budget: _Budget
 ) -> Any:
     budget.spend(node)
+    if len(path) > MAX_DEPTH:
+        raise _too_deep(file, _line(node))
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)  # resolves YAML merge keys (<<) the way SafeLoader does
         out: dict[Any, Any] = {}
@@ -147,6 +152,15 @@ def _build(
     return loader.construct_object(node, deep=True)
 
 
+def _too_deep(file: str, line: int | None) -> ConfigError:
+    return ConfigError(
+        f"the document nests lists or mappings more than {MAX_DEPTH} levels deep",
+        file=file,
+        line=line,
+        fix="flatten it; a recipe, sweep, profile or mapping is a few levels deep",
+    )
+
+
 def parse_yaml(text: str, file: str, *, line_offset: int = 0) -> tuple[Any, SourceMap]:
     """Parse one YAML document into plain data and its :class:`SourceMap`.
 
@@ -179,20 +193,35 @@ def parse_yaml(text: str, file: str, *, line_offset: int = 0) -> tuple[Any, Sour
         ) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"YAML error: {err}", file=file, fix="fix the YAML syntax") from None
+    except RecursionError:  # PyYAML's composer recurses once per level, before _build can count
+        raise _too_deep(file, None) from None
     finally:
         loader.dispose()
     return data, sources
 
 
+def read_yaml_text(path: Path) -> str:
+    """The text of a YAML file the product reads (recipe, sweep, profile, mapping): a regular file
+    of at most :data:`MAX_DOCUMENT_BYTES`, so ``/dev/zero`` or a huge file fails at once."""
+    from scalerl.harness.boundedio import read_text
+
+    def error(reason: str, fix: str) -> ConfigError:
+        return ConfigError(reason, file=str(path), fix=fix)
+
+    return read_text(
+        path, MAX_DOCUMENT_BYTES, "YAML file", error, fix="split it, or check that this is the file you meant"
+    )
+
+
+def read_yaml_file(path: Path) -> tuple[Any, SourceMap]:
+    """Read and parse any YAML file the product reads through the recipes' bounded loader."""
+    return parse_yaml(read_yaml_text(path), str(path))
+
+
 def read_yaml_mapping(path: Path) -> tuple[dict[str, Any], SourceMap]:
     """Read a file that must hold one YAML mapping (a recipe or a sweep)."""
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=file, fix="check the path") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read the file: {err}", file=file, fix="check the path") from None
+    text = read_yaml_text(path)
     data, sources = parse_yaml(text, file)
     if data is None:
         raise ConfigError("the file is empty", file=file, fix="write a YAML mapping (key: value lines)")

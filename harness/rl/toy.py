@@ -199,10 +199,15 @@ def build_toy(
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scalerl.harness.rl.toy", description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path, help="directory to write the data and the checkpoint into")
-    p.add_argument("--train", type=int, default=600, help="training problems (default 600)")
-    p.add_argument("--val", type=int, default=200, help="validation problems (default 200)")
-    p.add_argument("--warmstart-steps", type=int, default=300, help="supervised steps (default 300)")
-    p.add_argument("--seed", type=int, default=0)
+    from scalerl.harness.cli.args import non_negative_int, whole
+
+    # Bounded like every numeric flag: a hostile count fails here, not by filling memory.
+    p.add_argument("--train", type=whole(1, 10_000_000), default=600, help="training problems (default 600)")
+    p.add_argument("--val", type=whole(1, 10_000_000), default=200, help="validation problems (default 200)")
+    p.add_argument(
+        "--warmstart-steps", type=whole(0, 10_000_000), default=300, help="supervised steps (default 300)"
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     build_toy(

@@ -46,6 +46,7 @@ from scalerl.harness.rl import checkpoint
 from scalerl.harness.rl.advantages import compute_advantages
 from scalerl.harness.rl.aggregation import aggregate
 from scalerl.harness.rl.compute import ComputeMeter
+from scalerl.harness.rl.context import check_prompt_lengths, context_length
 from scalerl.harness.rl.diagnostics import (
     DiagWindow,
     adv_std,
@@ -119,6 +120,10 @@ class Trainer:
         self.policy: Policy = build_policy(recipe)
         self.task = make_task(recipe.task.name, recipe.task.params)
         self.split = make_split(self.task, recipe.task.n_train, recipe.task.n_val, recipe.task.seed)
+        # Before anything trains: a prompt longer than the context is refused, never truncated.
+        check_prompt_lengths(
+            self.split, self.policy.tokenizer, context_length(self.policy.model), recipe.scale.max_gen_len
+        )
         self.data_fingerprint = self.task.fingerprint()
         k = recipe.knobs
         self.loss_fn = make_loss(k.loss)

@@ -48,7 +48,12 @@ def launch_search(
     from scalerl.harness.search.space import check_space, section
 
     check_space(sweep)  # a bad corner of the space fails here, not in N workers
+    _check_study(sweep, db_url)  # so does a study of another direction or space
     n = workers or section(sweep).workers
+    folder = state_dir / "search"
+    # A second launch into the same state dir numbers its workers after the first's, so their
+    # spec, log and pid files stay apart (their samplers' seeds are apart anyway: worker_slot).
+    first = len(list(folder.glob("worker-*.json"))) if executor == "local" and folder.is_dir() else 0
     specs = [
         WorkerSpec(
             sweep_file=str(Path(sweep_file).resolve()),
@@ -60,9 +65,8 @@ def launch_search(
             resources=resources,
             checkpoint_grace_s=float(getattr(profile, "checkpoint_grace_s", 60.0)),
         )
-        for i in range(n)
+        for i in range(first, first + n)
     ]
-    folder = state_dir / "search"
     folder.mkdir(parents=True, exist_ok=True)
     if executor == "debug":
         for spec in specs:
@@ -89,6 +93,16 @@ def launch_search(
             sweep.sweep, executor, tuple(_submit_slurm(specs, sweep.sweep, profile, state_dir)), state_dir
         )
     raise ExecutionError(f"unknown executor {executor!r} for a search; fix: use local, slurm or debug")
+
+
+def _check_study(sweep: Any, db_url: str | None) -> None:
+    """Open (or create) the study here, before any worker: a study of another direction or space
+    is refused in this process, with the error, instead of in every worker's log. Starting a
+    search again also lifts an earlier ``scalerl cancel`` (the user asked for it again)."""
+    from scalerl.harness.search.control import clear_cancel
+    from scalerl.harness.search.worker import open_study
+
+    clear_cancel(open_study(sweep, db_url))
 
 
 def _submit_slurm(specs: list[WorkerSpec], sweep: str, profile: Any, state_dir: Path) -> list[str]:

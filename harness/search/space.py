@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import types
+import typing
 from typing import TYPE_CHECKING, Any
 
 from scalerl.harness.errors import ConfigError
@@ -85,6 +87,7 @@ def check_space(sweep: SweepSpec) -> None:
                     value=value,
                     fix=err.fix or "narrow the range so every value gives a valid recipe",
                 ) from None
+    make_pruner(sweep)  # a bad pruner option fails the launch, not every worker at its start
 
 
 def make_sampler(sec: OptunaSection, worker: int = 0) -> optuna.samplers.BaseSampler:
@@ -162,8 +165,81 @@ def make_pruner(sweep: SweepSpec) -> optuna.pruners.BasePruner:
             value=spec.options[unknown[0]],
             fix=f"use some of: {valid}",
         )
-    pruner: optuna.pruners.BasePruner = factory(**{**base, **spec.options})
+    hints = _hints(factory)
+    for name, value in spec.options.items():
+        hint = hints.get(name)
+        if hint is not None and not _accepts(hint, value):
+            default = params[name].default
+            src = sweep._require().sources.get(("optuna", "pruner", "options", name))
+            raise ConfigError(
+                f"pruner {spec.type!r} option {name!r} must be {_describe(hint)}, "
+                f"not the {type(value).__name__} {value!r}",
+                file=src.file if src else None,
+                line=src.line if src else None,
+                field=f"optuna.pruner.options.{name}",
+                value=value,
+                fix=f"write {_describe(hint)}"
+                + ("" if default is params[name].empty else f", e.g. {default!r}"),
+            )
+    try:
+        pruner: optuna.pruners.BasePruner = factory(**{**base, **spec.options})
+    except ConfigError as err:  # ForecastPruner's own checks: point at the sweep's option
+        raise ConfigError(
+            f"pruner {spec.type!r}: {err.reason}",
+            field=f"optuna.pruner.options.{err.field}" if err.field else "optuna.pruner.options",
+            value=err.value,
+            fix=err.fix,
+        ) from None
+    except (TypeError, ValueError) as err:  # Optuna's range checks (n_startup_trials=-1 ...)
+        raise ConfigError(
+            f"pruner {spec.type!r} refused its options: {err}",
+            field="optuna.pruner.options",
+            value=dict(spec.options),
+            fix="see the pruner's documentation for each option's range",
+        ) from None
     return pruner
+
+
+def _hints(factory: Any) -> dict[str, Any]:
+    """The constructor's resolved annotations ({} when they cannot be resolved: the constructor
+    then judges the values itself, and its error is translated)."""
+    try:
+        return typing.get_type_hints(factory.__init__)
+    except Exception:  # an unresolvable annotation only skips the type check
+        return {}
+
+
+def _accepts(hint: Any, value: Any) -> bool:
+    """Does ``value`` (from YAML) fit the annotation ``hint``? Unknown annotations accept anything."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_accepts(arg, value) for arg in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:  # finite: nan / inf would pass every comparison a pruner makes
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    return True
+
+
+def _describe(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return " or ".join(_describe(arg) for arg in typing.get_args(hint))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return "null"
+    return {bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}.get(
+        hint, getattr(hint, "__name__", str(hint))
+    )
 
 
 def _budget_steps(sweep: SweepSpec) -> int | None:
@@ -171,3 +247,70 @@ def _budget_steps(sweep: SweepSpec) -> int | None:
     if budget.unit.rstrip("s") != sweep.fit.axis.rstrip("s"):
         return None
     return max(1, math.ceil(budget.value * section(sweep).compute_scale))
+
+
+SPACE_ATTR = "scalerl_space"  # study user attribute: the space the study was created with
+
+
+def space_json(sec: OptunaSection) -> dict[str, str]:
+    """Parameter -> its distribution as Optuna's JSON, keys sorted (what the study records)."""
+    return {key: _canonical(dist) for key, dist in distributions(sec).items()}
+
+
+def _canonical(dist: Any) -> str:
+    import json
+
+    from optuna.distributions import distribution_to_json
+
+    return json.dumps(json.loads(distribution_to_json(dist)), sort_keys=True)
+
+
+def check_study(study: optuna.Study, sweep: SweepSpec) -> None:
+    """Refuse to join a study that optimizes the other way or over another space.
+
+    ``optuna.create_study(load_if_exists=True)`` loads an existing study whatever direction and
+    space are asked for: a sweep naming another sweep's study would count that study's trials as
+    its own and run none, or have Optuna refuse a parameter mid-``ask``, after the trial was
+    created (a trial left RUNNING). The space is the one the study recorded when it was created
+    (:data:`SPACE_ATTR`); a study created before that attribute is compared with its trials'."""
+    from optuna.distributions import json_to_distribution
+
+    sec = section(sweep)
+    name = study.study_name
+    have = study.direction.name.lower()
+    want = sec.objective.direction
+    where = str(sweep._loaded.path) if sweep._loaded is not None else None
+    if have != want:
+        raise ConfigError(
+            f"study {name!r} in the store's database is set to {have}, and this sweep asks to {want}",
+            file=where,
+            field="optuna.objective.direction",
+            value=want,
+            fix=f"name a new study (optuna.study: {name}-{want}), or set direction: {have}",
+        )
+    ours = space_json(sec)
+    recorded = study.user_attrs.get(SPACE_ATTR)
+    theirs: dict[str, str] = {}
+    if isinstance(recorded, dict):
+        theirs = {str(k): str(v) for k, v in recorded.items()}
+    else:  # a study created before the attribute: the distributions its trials were asked with
+        for t in study.get_trials(deepcopy=False):
+            for key, dist in t.distributions.items():
+                theirs.setdefault(key, _canonical(dist))
+        if not theirs:
+            return
+    differ = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+    if not differ:
+        return
+
+    def show(table: dict[str, str], key: str) -> str:
+        return repr(json_to_distribution(table[key])) if key in table else "nothing"
+
+    detail = "; ".join(f"{k}: the study has {show(theirs, k)}, the sweep {show(ours, k)}" for k in differ)
+    raise ConfigError(
+        f"study {name!r} in the store's database searches another space ({detail})",
+        file=where,
+        field=f"optuna.space.{differ[0]}",
+        value=show(ours, differ[0]),
+        fix=f"name a new study for this space (optuna.study: {name}-2), or search the study's own",
+    )

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
+from scalerl.db.redaction import scrub
 from scalerl.harness.errors import ConfigError, ExecutionError, HarnessError
 from scalerl.harness.execution.spec import Resources, RunSpec
 
@@ -66,6 +67,11 @@ class WorkerSpec:
     index: int = 0
     resources: Resources = field(default_factory=Resources)
     checkpoint_grace_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        from scalerl.db.redaction import refuse_secret
+
+        refuse_secret(self.db_url, where="the search worker's JSON file")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -113,7 +119,15 @@ def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.
     import optuna
     from optuna import storages
 
-    from scalerl.harness.search.space import make_pruner, make_sampler, section, study_name
+    from scalerl.harness.search.space import (
+        SPACE_ATTR,
+        check_study,
+        make_pruner,
+        make_sampler,
+        section,
+        space_json,
+        study_name,
+    )
 
     sec = section(sweep)
     url = storage_url(db_url)
@@ -136,8 +150,9 @@ def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.
             **{hook: retry_cls(max_retry=sweep.max_retries)},  # type: ignore[arg-type]
         )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    # Each worker seeds its sampler with seed + its index: with one seed, N workers would propose
-    # the same first trials in lockstep (the same run N times).
+    # Each worker seeds its sampler with seed + its slot (:func:`worker_slot`, unique across every
+    # launch on the study): with one seed, N workers would propose the same first trials in
+    # lockstep (the same run N times).
     sampler = make_sampler(sec, worker=worker)
     study = optuna.create_study(
         study_name=study_name(sweep),
@@ -147,6 +162,9 @@ def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.
         direction=sec.objective.direction,
         load_if_exists=True,
     )
+    check_study(study, sweep)  # an existing study of another direction or space is refused
+    if SPACE_ATTR not in study.user_attrs:
+        study.set_user_attr(SPACE_ATTR, space_json(sec))
     if sec.sampler.type == "grid" and not study.get_trials(deepcopy=False):
         for params in grid_points(sweep)[: sec.n_trials]:
             study.enqueue_trial(params, skip_if_exists=True)
@@ -249,8 +267,11 @@ def _stored_curve(store: Any, sweep: str, run_id: str, metric: str, axis: str) -
 
 def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerReport:
     """Run trials until ``n_trials`` are claimed or ``stop`` is set; see the module docstring."""
+    from optuna.exceptions import UpdateFinishedTrialError
+
     from scalerl import db
     from scalerl.harness.recipe import load_sweep
+    from scalerl.harness.search.control import is_cancelled, watch_cancel
     from scalerl.harness.search.space import check_space, section
 
     stop = stop or threading.Event()
@@ -259,7 +280,7 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerR
     check_space(sweep)
     store = db.open_store(spec.db_url)  # our tables first, so an empty database becomes a store
     store.ensure_sweep(sweep.sweep, sweep.model_dump(mode="json", by_alias=True))
-    study = open_study(sweep, spec.db_url, worker=spec.index)
+    study = open_study(sweep, spec.db_url, worker=worker_slot(store, sweep, spec))
     report = WorkerReport()
     from optuna.storages import fail_stale_trials
 
@@ -267,16 +288,80 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerR
 
     dists = distributions(sec)
     wanted = target_trials(sweep)
-    while not stop.is_set():
-        with _optuna_quiet():
-            fail_stale_trials(study)
-        counted, waiting = claimed(study)
-        if counted >= wanted and not waiting:
-            break
-        with _optuna_quiet():
-            trial = study.ask(dists)
-        _run_trial(spec, sweep, store, study, trial, stop, report)
+    done = threading.Event()
+    # `scalerl cancel` flags the study; this sets `stop`, which ends the trial's run (checkpointed).
+    watcher = threading.Thread(
+        target=watch_cancel, args=(study, stop, done, min(2.0, sec.heartbeat_s)), daemon=True
+    )
+    watcher.start()
+    try:
+        while not stop.is_set() and not is_cancelled(study):
+            with _optuna_quiet():
+                fail_stale_trials(study)
+            counted, waiting = claimed(study)
+            if counted >= wanted and not waiting:
+                break
+            with _optuna_quiet():
+                trial = study.ask(dists)
+            # Beat from the moment the trial exists: a worker that dies anywhere after this leaves
+            # a stale trial that the others reap (fail and retry), never one RUNNING forever.
+            ended = threading.Event()
+            beat = threading.Thread(
+                target=_heartbeat, args=(study, trial, ended, sec.heartbeat_s), daemon=True
+            )
+            beat.start()
+            try:
+                _run_trial(spec, sweep, store, study, trial, stop, report)
+            except UpdateFinishedTrialError:
+                # Reaped as stale while it ran (a stall longer than the grace period): its copy
+                # is enqueued and answered by the run's stored result; this worker goes on.
+                log.warning("trial %d was failed as stale by another worker meanwhile", trial.number)
+            except BaseException as exc:
+                _fail_if_running(study, trial, exc)
+                raise
+            finally:
+                ended.set()
+    finally:
+        done.set()
     return report
+
+
+def worker_slot(store: Any, sweep: SweepSpec, spec: WorkerSpec) -> int:
+    """This worker's place among every worker ever started on the study, 0, 1, 2, ... in start
+    order: its sampler's seed offset. Worker indices restart at 0 with each launch, so two
+    launches on one store would otherwise seed their samplers alike and propose the same trials.
+    The store's event ids are the counter: one insert each, ordered, whatever the executor."""
+    import socket
+    import uuid
+
+    from scalerl.db import queries
+    from scalerl.harness.search.space import study_name
+
+    mark = uuid.uuid4().hex  # (not "token": the store redacts values under secret-like keys)
+    name = study_name(sweep)
+    detail = {"study": name, "index": spec.index, "host": socket.gethostname(), "pid": os.getpid()}
+    store.log_event(None, "search-worker", detail | {"mark": mark}, sweep=sweep.sweep)
+    events = queries.events(store, sweep.sweep)
+    mine = events[(events.kind == "search-worker")]
+    slot = 0
+    for d in mine["detail"]:
+        if d.get("mark") == mark:
+            return slot
+        slot += d.get("study") == name
+    return spec.index  # our own event not read back: keep the launch's index
+
+
+def _fail_if_running(study: optuna.Study, trial: optuna.Trial, exc: BaseException) -> None:
+    """A worker leaving a trial on an error of its own (not the run's) fails it first, so it is
+    never left RUNNING; Optuna's retry callback does not apply, the trial's error is recorded."""
+    from optuna.trial import TrialState
+
+    try:
+        if study._storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
+            trial.set_user_attr("error", scrub(f"worker error: {type(exc).__name__}: {exc}")[:500])
+            study.tell(trial, state=TrialState.FAIL)
+    except Exception:  # the store is what failed: the heartbeat reaps the trial later
+        log.exception("failing trial %d after a worker error", trial.number)
 
 
 def _run_trial(
@@ -294,6 +379,7 @@ def _run_trial(
     from scalerl.harness.execution.job import execute
     from scalerl.harness.recipe.hashing import RUN_ID_HEX, config_hash
     from scalerl.harness.recipe.planner import variant_recipe
+    from scalerl.harness.search.control import is_cancelled
     from scalerl.harness.search.objective import NoObjective, objective
     from scalerl.harness.search.space import section, study_name, trial_variant
 
@@ -304,7 +390,7 @@ def _run_trial(
     try:
         recipe = variant_recipe(sweep, variant)
     except ConfigError as exc:  # a combination the recipe rules refuse: this trial fails, not the worker
-        trial.set_user_attr("error", str(exc)[:500])
+        trial.set_user_attr("error", scrub(str(exc))[:500])
         study.tell(trial, state=TrialState.FAIL)
         report.failed += 1
         return
@@ -347,9 +433,7 @@ def _run_trial(
     # The worker's own stop (preemption) reaches the run through the trial's event.
     finished = threading.Event()
     relay = threading.Thread(target=_relay, args=(worker_stop, trial_stop, finished), daemon=True)
-    relay.start()
-    beat = threading.Thread(target=_heartbeat, args=(study, trial, finished, sec.heartbeat_s), daemon=True)
-    beat.start()
+    relay.start()  # (the trial's heartbeat beats from run_worker, since the ask)
     attempts: list[int] = []
     try:
         if reporter.pruned_at is None:
@@ -360,12 +444,12 @@ def _run_trial(
             outcome = "stopped"
     except Exception as exc:  # the run's error is in the store; the trial fails
         log.warning("trial %d (run %s) failed: %s", trial.number, run_id, exc)
-        trial.set_user_attr("error", str(exc)[:500])
+        trial.set_user_attr("error", scrub(str(exc))[:500])
         study.tell(trial, state=TrialState.FAIL)
         report.failed += 1
         return
     finally:
-        finished.set()  # ends the relay and heartbeat threads
+        finished.set()  # ends the relay thread
     if reporter.pruned_at is not None:
         attempt = attempts[-1] if attempts else (before.attempts if before is not None else 0)
         store.finish_run(run_id, attempt, "pruned")
@@ -373,18 +457,36 @@ def _run_trial(
         study.tell(trial, state=TrialState.PRUNED)
         report.pruned += 1
         return
-    if outcome in ("stopped", "superseded", "cancelled"):
-        # Preempted or stopped: the run kept its checkpoint; a copy of the trial resumes it.
+    if outcome == "superseded":
+        # Another trial asked for the same parameters at the same instant and took the run over
+        # (the store fenced this attempt): the run is one, so its result answers this trial too.
+        _wait_for_twin(study, trial.number, run_id, worker_stop, earlier_only=False)
+        now = store.get_run(run_id)
+        status = now.status if now is not None else "missing"
+        if status == "pruned":
+            study.tell(trial, state=TrialState.PRUNED)
+            report.pruned += 1
+            return
+        if status == "completed":
+            report.reused += 1
+            outcome = "completed"
+        else:  # the twin did not finish it either: a copy of this trial resumes the run
+            outcome = "stopped"
+    if outcome in ("stopped", "cancelled"):
+        # Preempted, stopped or cancelled: the run kept its checkpoint; a copy of the trial waits
+        # to resume it (after a cancel, until the search is started again).
+        if is_cancelled(study):
+            _mark_cancelled(store, run_id, attempts)
+            trial.set_user_attr("error", "cancelled by user (scalerl cancel)")
         study.tell(trial, state=TrialState.FAIL)
-        if outcome == "stopped":
-            study.enqueue_trial(params, user_attrs={RETRY_ATTR: trial.number})
+        study.enqueue_trial(params, user_attrs={RETRY_ATTR: trial.number})
         report.failed += 1
         return
     x, y = _stored_curve(store, sweep.sweep, run_id, sweep.fit.metric, sweep.fit.axis)
     try:
         obj = objective(sec.objective, sweep.fit, x, y)
     except NoObjective as exc:
-        trial.set_user_attr("error", str(exc))
+        trial.set_user_attr("error", scrub(str(exc))[:500])
         study.tell(trial, state=TrialState.FAIL)
         report.failed += 1
         return
@@ -394,16 +496,30 @@ def _run_trial(
     report.complete += 1
 
 
-def _wait_for_twin(study: optuna.Study, number: int, run_id: str, stop: threading.Event) -> None:
+def _mark_cancelled(store: Any, run_id: str, attempts: list[int]) -> None:
+    """The run of a trial stopped by ``scalerl cancel`` ends ``cancelled`` (fenced on its attempt;
+    ``scalerl cancel`` may have marked it already)."""
+    run = store.get_run(run_id)
+    if run is None or run.status in ("cancelled", "completed", "pruned", "failed"):
+        return
+    attempt = attempts[-1] if attempts else run.attempts
+    store.finish_run(run_id, attempt, "cancelled", error="cancelled by user")
+
+
+def _wait_for_twin(
+    study: optuna.Study, number: int, run_id: str, stop: threading.Event, *, earlier_only: bool = True
+) -> None:
     """Two trials with the same parameters are one run: the later waits for the earlier to end,
-    then reads its stored result instead of superseding it mid-run."""
+    then reads its stored result instead of superseding it mid-run. ``earlier_only=False``: wait
+    for any other trial on the run (the one that superseded this trial's attempt)."""
     from optuna.trial import TrialState
 
     while not stop.is_set():
         twins = [
             t
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if t.number < number and t.user_attrs.get("run_id") == run_id
+            if (t.number < number or (not earlier_only and t.number != number))
+            and t.user_attrs.get("run_id") == run_id
         ]
         if not twins:
             return
@@ -489,7 +605,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         print("usage: python -m scalerl.harness.search WORKER.json", file=sys.stderr)
         return 2
+    from scalerl.db.redaction import scrub_logs
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    scrub_logs()  # no URL secret reaches a log line, whatever logs it
     spec = WorkerSpec.from_json(Path(args[0]).read_text())
     worker = SearchWorker(spec)
     for sig in (signal.SIGTERM, signal.SIGUSR2):
@@ -498,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = worker()
     except Exception as exc:
-        print(f"scalerl search worker {spec.index}: failed: {exc}", file=sys.stderr)
+        print(f"scalerl search worker {spec.index}: failed: {scrub(str(exc))}", file=sys.stderr)
         return 1
     print(f"scalerl search worker {spec.index}: {result} in {time.monotonic() - started:.0f} s")
     return 0

@@ -97,7 +97,10 @@ def run_queue(layout: LocalLayout, max_parallel: int, threads: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    from scalerl.db.redaction import scrub_logs
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    scrub_logs()  # no URL secret reaches a log line, whatever logs it
     layout = LocalLayout(Path(args[0]))
     layout.make()
     return run_queue(layout, max_parallel=int(args[1]), threads=int(args[2]) if len(args) > 2 else 1)

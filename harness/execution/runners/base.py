@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.execution.spec import RunSpec
@@ -69,6 +69,8 @@ class RunContext:
     workdir: Path
     stop: threading.Event
     db_url: str | None
+    # note(kind, detail): log an event on the run (the job wires it to the store); None: no store.
+    note: Callable[[str, Mapping[str, Any]], None] | None = None
 
 
 class Runner(ABC):
@@ -83,6 +85,11 @@ class Runner(ABC):
         The store drops the run's points beyond it when the attempt starts, so what a superseded
         attempt wrote past its checkpoint is replaced by the resumed attempt's own points."""
         return None
+
+    def has_checkpoint(self, workdir: Path) -> bool:
+        """Whether an attempt left a checkpoint in ``workdir`` to resume from (``--extend`` takes
+        only such runs further). By default: the runner knows its checkpoint's step."""
+        return self.resume_step(workdir) is not None
 
 
 RUNNERS: dict[str, Callable[[], Runner]] = {}

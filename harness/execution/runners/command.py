@@ -11,13 +11,20 @@ non-zero exit fails the run with the tail of its stderr.
 On preemption (``stop`` set) the script gets SIGTERM, the conventional "save and exit" signal,
 and ``checkpoint_grace_s`` to exit before SIGKILL; resuming from ``SCALERL_CHECKPOINT_DIR`` is the
 script's job.
+
+The script runs in its own process group (:mod:`scalerl.harness.execution.runners.procgroup`):
+signals reach every process it started, and the group is ended with the run on every way out (a
+clean exit that left children behind, a malformed metrics line, a store error, and, through a
+watchdog, the job or search worker being SIGKILLed), so no orphan writes beside the next attempt.
+Non-finite metric values are kept and counted, as importers count them (the run's ``losses``
+event); an exit status 0 with no point logged fails the run (:func:`scalerl.harness.execution.job.execute`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -25,12 +32,16 @@ from pathlib import Path
 from scalerl.harness.errors import ConfigError, ExecutionError
 from scalerl.harness.execution.runners.base import NullSink, Outcome, RunContext, Runner, register_runner
 from scalerl.harness.execution.runners.metrics_file import MetricsTail
-from scalerl.harness.execution.runners.tail import follow
+from scalerl.harness.execution.runners.procgroup import ProcessGroup
+from scalerl.harness.execution.runners.tail import Tails, follow
 from scalerl.harness.execution.runners.template import Template, run_fields
 from scalerl.harness.execution.spec import RunSpec
+from scalerl.harness.importers.base import ImportLosses
 from scalerl.harness.recipe.schema import CommandRunnerConfig
 
+log = logging.getLogger(__name__)
 POLL_S = 0.25
+FAIL_GRACE_S = 5.0  # a failed run's command gets this long after SIGTERM to save, then SIGKILL
 STDERR_TAIL_BYTES = 4000
 
 
@@ -80,33 +91,31 @@ class CommandRunner(Runner):
         (ctx.workdir / "checkpoint").mkdir(parents=True, exist_ok=True)
         stderr_path = ctx.workdir / f"stderr.attempt{ctx.attempt}.log"
         stdout_path = ctx.workdir / f"stdout.attempt{ctx.attempt}.log"
-        tail = follow(ctx, MetricsTail(metrics_path, ctx.sink))  # + runner.tensorboard_dir
+        metrics = MetricsTail(metrics_path, ctx.sink)
+        tail = follow(ctx, metrics)  # + runner.tensorboard_dir
         try:
             with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-                proc = subprocess.Popen(
-                    argv, env={**os.environ, **extra_env}, stdout=out, stderr=err, stdin=subprocess.DEVNULL
+                group = ProcessGroup(
+                    argv,
+                    env={**os.environ, **extra_env},
+                    stdout=out,
+                    stderr=err,
+                    orphan_grace_s=ctx.spec.checkpoint_grace_s,
                 )
         except OSError as exc:
             raise ExecutionError(
                 f"runner.argv[0]={argv[0]!r}: cannot start the command ({exc}); "
                 "fix: use an absolute path or a program on PATH"
             ) from exc
-        stopping_since: float | None = None
-        while True:
-            rc = proc.poll()
-            if tail.poll():
-                ctx.sink.flush()
-            if rc is not None:
-                break
-            if ctx.stop.is_set():
-                if stopping_since is None:
-                    stopping_since = time.monotonic()
-                    proc.send_signal(signal.SIGTERM)
-                elif time.monotonic() - stopping_since > ctx.spec.checkpoint_grace_s:
-                    proc.kill()
-            time.sleep(POLL_S)
-        tail.poll(final=True)
-        ctx.sink.flush()
+        try:
+            rc = self._follow(ctx, group, tail)
+        finally:
+            # Whatever ended the run (a clean exit, a malformed metrics line, a store error, a
+            # stop), no process of the command outlives it to write beside the next attempt.
+            group.end(grace_s=min(FAIL_GRACE_S, ctx.spec.checkpoint_grace_s))
+        lost = metrics.losses.freeze()
+        if lost:
+            self._report_losses(ctx, metrics_path, lost)
         if ctx.stop.is_set():
             return Outcome.STOPPED
         if rc != 0:
@@ -115,6 +124,51 @@ class CommandRunner(Runner):
                 f"{ctx.attempt}); stderr tail ({stderr_path}):\n{_tail(stderr_path)}"
             )
         return Outcome.COMPLETED
+
+    @staticmethod
+    def _follow(ctx: RunContext, group: ProcessGroup, tail: Tails) -> int:
+        """Tail the metrics while the command runs; returns its exit status. On ``stop`` the whole
+        group gets SIGTERM (save and exit), then SIGKILL after ``checkpoint_grace_s``."""
+        stopping_since: float | None = None
+        while True:
+            rc = group.poll()
+            if tail.poll():
+                ctx.sink.flush()
+            if rc is not None:
+                break
+            if ctx.stop.is_set():
+                if stopping_since is None:
+                    stopping_since = time.monotonic()
+                    group.signal(signal.SIGTERM)
+                elif time.monotonic() - stopping_since > ctx.spec.checkpoint_grace_s:
+                    group.signal(signal.SIGKILL)
+            time.sleep(POLL_S)
+        tail.poll(final=True)
+        ctx.sink.flush()
+        return rc
+
+    @staticmethod
+    def _report_losses(ctx: RunContext, path: Path, lost: ImportLosses) -> None:
+        """Non-finite values kept, unplaceable lines dropped: counted as importers count them, in
+        the job's log and as the run's ``losses`` event."""
+        log.warning("run %s: %s: %s", ctx.spec.run_id, path, lost.describe())
+        if ctx.note is not None:
+            ctx.note(
+                "losses",
+                {
+                    "attempt": ctx.attempt,
+                    "source": str(path),
+                    "counts": dict(lost.counts),
+                    "examples": {k: list(v) for k, v in lost.examples.items()},
+                },
+            )
+
+    def has_checkpoint(self, workdir: Path) -> bool:
+        """The script saves to ``SCALERL_CHECKPOINT_DIR`` (``workdir/checkpoint``) in its own format:
+        anything there is a checkpoint. Its step is the script's to know, so :meth:`resume_step`
+        stays None and a resumed attempt's re-logged points overwrite the stored ones."""
+        folder = workdir / "checkpoint"
+        return folder.is_dir() and any(folder.iterdir())
 
 
 def check_templates(spec: RunSpec) -> None:

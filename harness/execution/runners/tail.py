@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 class Poller(Protocol):
-    def poll(self) -> int: ...
+    def poll(self, *, final: bool = False) -> int: ...
 
 
 class TensorBoardTail:
@@ -98,7 +98,7 @@ class Tails:
         self.tensorboard = tensorboard
 
     def poll(self, *, final: bool = False) -> int:
-        n = self.metrics.poll()
+        n = self.metrics.poll(final=final)  # final: a last line without its newline counts
         if self.tensorboard is not None:
             n += self.tensorboard.poll(final=final)
         return n

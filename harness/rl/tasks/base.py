@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from scalerl.harness.errors import ConfigError
@@ -36,6 +36,9 @@ class Problem:
     difficulty: int
     system: str | None = None
     solution: str | None = None
+    # Where the problem was read (``data.jsonl:12``), for errors about it; None when generated.
+    # Not part of equality: the same prompt read from another line is the same problem.
+    where: str | None = field(default=None, compare=False)
 
 
 class Task(ABC):

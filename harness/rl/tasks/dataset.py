@@ -25,6 +25,13 @@ Validation is exactly one of ``val_path`` (another file), ``val_split`` (another
 ``random.Random(task.seed)`` (file order kept) and a warning names the cap; raise ``task.n_train``
 (default 4096) to train on all of a bigger set. A smaller split is used whole.
 
+Length: every prompt, rendered as the trainer renders it, must fit the checkpoint's context with
+``scale.max_gen_len`` tokens to spare. Prompts are never truncated (a cut question is another
+question, scored against the first one's answer): a run whose data holds a longer one is refused
+before it trains, naming how many prompts are too long and the first rows
+(:func:`scalerl.harness.rl.context.check_prompt_lengths`); filter the data, or lower
+``scale.max_gen_len``.
+
 Scoring: the answer region is the text after the last end-of-thinking marker (the whole completion
 when there is none, or 0.0 with ``require_think_end``), judged by the ``verifier`` (``math``,
 ``exact``, ``regex``; :mod:`scalerl.harness.rl.verifiers`) with ``verifier_params`` and
@@ -321,7 +328,11 @@ class DatasetTask(Task):
                 reason = f"difficulty {level!r} is not an integer"
                 raise data.error(i, reason, "difficulty_field", self.difficulty_field)
             answer = data.text(i, self.answer_field, "answer_field")
-            out.append(Problem(prompt, answer, level, system=self.system_prompt, solution=solution))
+            out.append(
+                Problem(
+                    prompt, answer, level, system=self.system_prompt, solution=solution, where=data.place(i)
+                )
+            )
         return tuple(out)
 
 

@@ -38,6 +38,14 @@ class Records:
     splits: tuple[str, ...] | None = None
     split: str | None = None
 
+    def place(self, i: int) -> str:
+        """Where record ``i`` is, for messages: ``data.jsonl:12``, or ``data/ split 'train' row 40
+        (0-based)`` for a table."""
+        if self.lines is not None:
+            return f"{self.source}:{self.lines[i]}"
+        split = f" split {self.split!r}" if self.split is not None else ""
+        return f"{self.source}{split} row {i} (0-based)"
+
     def error(self, i: int, reason: str, param: str, value: object, fix: str | None = None) -> ConfigError:
         """A :class:`ConfigError` about record ``i``, blamed on ``task.params.<param>``."""
         line = self.lines[i] if self.lines is not None else None

@@ -198,5 +198,7 @@ def test_cli_forecast_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixtur
     text = capsys.readouterr().out
     assert "sweep loo-report: metric val/pass_rate on flops; 3 variant(s); 90% prediction intervals" in text
     assert "reaches 0.9 x A" in text
-    assert main(["forecast", SWEEP, "--db", url, "--reach", "2"]) == 3  # ConfigError
-    assert "--reach=2.0: must be in (0, 1) (fix: use e.g. --reach 0.95)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad:  # a bad number is a usage error (exit 2), like every flag's
+        main(["forecast", SWEEP, "--db", url, "--reach", "2"])
+    assert bad.value.code == 2
+    assert "argument --reach: must be in (0, 1), got 2" in capsys.readouterr().err

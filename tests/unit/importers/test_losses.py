@@ -238,6 +238,7 @@ def test_every_reason_has_a_policy() -> None:
         "crc-failure",
         "truncated-tail",
         "duplicate-column",
+        "bad-value",
         "bad-step",
         "bad-axis",
         "duplicate-step",

@@ -38,6 +38,9 @@ from typing import Any, NoReturn
 
 from scalerl.harness.errors import ConfigError
 
+# A run name is at most 200 characters: any sane pattern matches it in microseconds.
+REGEX_TIMEOUT_S = 2.0
+
 BASELINE = "baseline"
 _KEYS = ("run_regex", "knob", "alternative", "variant", "seed", "baseline", "baseline_run")
 
@@ -93,7 +96,19 @@ class RunMapping:
         """The run's params with the named groups of ``run_regex`` (searched in its name) added."""
         out = dict(params)
         if self.run_regex is not None:
-            m = re.search(self.run_regex, run)
+            # The `regex` package (re's syntax) because it can stop: a pattern with nested
+            # quantifiers such as (a+)+ backtracks exponentially, and `re` cannot be interrupted.
+            import regex  # type: ignore[import-untyped]  # no stubs in the dev extra
+
+            try:
+                m = regex.search(self.run_regex, run, timeout=REGEX_TIMEOUT_S)
+            except TimeoutError:
+                self._fail(
+                    "run_regex",
+                    self.run_regex,
+                    f"matching run {run!r} took over {REGEX_TIMEOUT_S:g} s (catastrophic backtracking)",
+                    "simplify the pattern: no nested quantifiers such as (a+)+ or (\\w*)*",
+                )
             if m is not None:
                 out.update({k: v for k, v in m.groupdict().items() if v is not None})
         return out

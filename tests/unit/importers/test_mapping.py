@@ -57,3 +57,15 @@ def test_errors_name_the_run_param_and_fix(tmp_path: Path) -> None:
     f.write_text("knobs: loss\n")
     with pytest.raises(ConfigError, match=r"m.yaml: knobs.*unknown key.*use only: run_regex, knob"):
         load_mapping(f)
+
+
+def test_a_catastrophically_backtracking_run_regex_fails_with_its_name_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    # (a|aa)+$ against 38 a's and a non-match backtracks Fibonacci(38) ways: `re` runs for minutes.
+    # (The hostile probe's (a+)+ hangs `re` too; `regex` finds that one's failure at once.)
+    f = tmp_path / "m.yaml"
+    f.write_text("run_regex: '(?P<x>(a|aa)+)$'\nvariant: x\nbaseline_run: base\n")
+    m = load_mapping(f)
+    with pytest.raises(ConfigError, match=r"run_regex.*took over 2 s.*nested quantifiers"):
+        m.assign({"base": {}, "a" * 38 + "!": {}})

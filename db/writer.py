@@ -198,12 +198,12 @@ class PointWriter:
                 val = float(raw)
             except (TypeError, ValueError, OverflowError):
                 val = math.nan
-            if not isfinite(val) or isinstance(raw, bool):
+            if not isfinite(val) or isinstance(raw, bool) or val < 0:
                 big = isinstance(raw, int) and not isinstance(raw, bool)
                 shown = "<an int past a double's range>" if big else repr(raw)[:80]
                 raise StoreError(
-                    f"run {self.run_id!r} step {step}: compute {unit}={shown} must be finite "
-                    "(fix: log the cumulative compute as a float)"
+                    f"run {self.run_id!r} step {step}: compute {unit}={shown} must be finite and "
+                    ">= 0 (fix: log the cumulative compute as a float)"
                 )
             units[slot] = val
         gpu_hours, flops, tokens, samples, wall_s = units

@@ -78,8 +78,8 @@ LOSS_POLICY: dict[str, str] = {
     "duplicate-column": "dropped: a header column repeated; the first one is kept [columns]",
     "bad-step": "dropped: a row whose step is not a whole number >= 0 (NaN, ±inf, negative, "
     "fractional, too large: past 2**31 - 1, the store's step column) [rows]",
-    "bad-axis": "dropped: a point whose x value (the chosen axis) is empty, NaN or ±inf: it cannot "
-    "be placed on that axis [points]",
+    "bad-axis": "dropped: a point whose x value (the chosen axis) is empty, NaN, ±inf or negative "
+    "(compute and time are cumulative): it cannot be placed on that axis [points]",
     "duplicate-step": "dropped: a value logged again at the same step; the last one logged is kept "
     "(a resumed run re-logs over what it logged before the restart) [points]",
     "bad-value": "dropped: a value that is not a number (text, a bool, a list) in a metric whose "
@@ -187,14 +187,14 @@ def make_curve(
 ) -> ImportedCurve:
     """Build a curve sorted by step from points whose steps passed :func:`check_step`. A repeated
     step keeps the last value logged there (``duplicate-step`` counts the others); NaN / ±inf
-    values are kept (``non-finite-value`` counts them); a point with no finite x is dropped
+    values are kept (``non-finite-value`` counts them); a point with no finite x >= 0 is dropped
     (``bad-axis``). ``where`` locates each point."""
     st = np.asarray(steps, dtype=np.int64)
     xv = np.asarray(x, dtype=np.float64)
     vv = np.asarray(values, dtype=np.float64)
     order = np.argsort(st, kind="stable")
     st, xv, vv = st[order], xv[order], vv[order]
-    placed = np.isfinite(xv)
+    placed = np.isfinite(xv) & (xv >= 0)  # a cumulative compute or time axis is never negative
     for i in np.flatnonzero(~placed).tolist():
         losses.add("bad-axis", f"{where[order[i]]}: {x_name} {float(xv[i])!r}", metric=metric)
     order, st, xv, vv = order[placed], st[placed], xv[placed], vv[placed]

@@ -10,7 +10,7 @@ number of Bernoulli samples behind a rate (its binomial noise; see scalerl.harne
 key one of the line's metrics, each value an integer >= 1. A NaN or ±inf metric value (JSON's
 ``NaN`` / ``Infinity``, or a number too large for a double) is kept as a non-finite point and
 counted (``non-finite-value``), as every importer and the trainer's own writer do; a line whose
-compute is not finite cannot be placed on that axis and is dropped and counted (``bad-axis``).
+compute is not finite, or negative, cannot be placed on that axis and is dropped and counted (``bad-axis``).
 :attr:`MetricsTail.losses` holds the counts. Only complete lines (ending in a
 newline) are read while the command runs, so a line the script is still writing is picked up on
 a later poll, never half; once it has exited, the last poll (``final=True``) reads a last line
@@ -190,7 +190,7 @@ class MetricsTail:
                 continue
             where = f"{self.path}:{self.line_no}"
             step, metrics, compute, counts = parse_line(text, where=where, losses=self.losses)
-            if not all(math.isfinite(v) for v in compute.values()):
+            if not all(math.isfinite(v) and v >= 0 for v in compute.values()):
                 for name in metrics:
                     self.losses.add("bad-axis", f"line {self.line_no}: compute {compute}", metric=name)
                 continue

@@ -1,7 +1,7 @@
 """Issue 26, second hostile pass, on the writer every path shares (client, trainer, tails,
-importers): a compute value that is not a finite number (an int past a double, a string, a
-boolean, None) is a StoreError naming the run, step and unit, never a raw OverflowError and
-never a stored point."""
+importers): a compute value that is not a finite number >= 0 (an int past a double, a string,
+a boolean, None, a negative: compute is cumulative) is a StoreError naming the run, step and
+unit, never a raw OverflowError and never a stored point."""
 
 from __future__ import annotations
 
@@ -15,8 +15,14 @@ from scalerl.harness import client
 
 @pytest.mark.parametrize(
     ("raw", "shown"),
-    [(10**400, "<an int past a double's range>"), ("many", "'many'"), (True, "True"), (None, "None")],
-    ids=["int-past-a-double", "str", "bool", "none"],
+    [
+        (10**400, "<an int past a double's range>"),
+        ("many", "'many'"),
+        (True, "True"),
+        (None, "None"),
+        (-5.0, "-5.0"),
+    ],
+    ids=["int-past-a-double", "str", "bool", "none", "negative"],
 )
 def test_a_compute_value_that_is_not_a_finite_number_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raw: object, shown: str

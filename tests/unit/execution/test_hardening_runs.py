@@ -131,6 +131,7 @@ def test_a_nan_metric_is_a_counted_non_finite_point_not_a_failed_run(tmp_path: P
         '    fh.write(\'{"step": 10, "metrics": {"val/pass_rate": NaN, "loss": Infinity}, '
         '"compute": {"flops": 10}}\\n\')\n'
         '    fh.write(\'{"step": 15, "metrics": {"val/pass_rate": 0.6}, "compute": {"flops": NaN}}\\n\')\n'
+        '    fh.write(\'{"step": 20, "metrics": {"val/pass_rate": 0.7}, "compute": {"flops": -20}}\\n\')\n'
     )
     url = f"sqlite:///{tmp_path / 's.db'}"
     store, _ = _run(_script_sweep(tmp_path, body), url, tmp_path / "state")
@@ -141,8 +142,9 @@ def test_a_nan_metric_is_a_counted_non_finite_point_not_a_failed_run(tmp_path: P
     assert got[("val/pass_rate", 5)] == 0.5
     assert math.isnan(got[("val/pass_rate", 10)]) and got[("loss", 10)] == math.inf
     assert ("val/pass_rate", 15) not in got  # no finite compute: it cannot be placed, as importers do
+    assert ("val/pass_rate", 20) not in got  # nor a negative one (compute is cumulative)
     (losses,) = _events(store, "scr", "losses")
-    assert losses["counts"] == {"non-finite-value": 2, "bad-axis": 1}
+    assert losses["counts"] == {"non-finite-value": 2, "bad-axis": 2}
 
 
 # ----------------------------------------------------------------- rule 7: processes end with the run

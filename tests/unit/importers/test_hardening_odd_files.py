@@ -41,3 +41,16 @@ def test_a_wandb_export_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     )
     (curve,) = read_file(path).curves
     assert curve.run == "r1" and curve.steps.tolist() == [1, 2]
+
+
+def test_a_negative_compute_value_is_dropped_and_counted_as_bad_axis() -> None:
+    # Compute and time are cumulative: a negative x cannot be placed on the axis (probe C13/I20).
+    from scalerl.harness.importers.base import LossLog, make_curve
+
+    log = LossLog()
+    curve = make_curve(
+        "f.csv", "r", "m", "perf/gpu_hours", [0, 1, 2], [0.0, -1.0, 2.0], [0.1, 0.2, 0.3],
+        ["f.csv:2", "f.csv:3", "f.csv:4"], log,
+    )  # fmt: skip
+    assert curve.steps.tolist() == [0, 2] and curve.x.tolist() == [0.0, 2.0]
+    assert [(e[0], e[1]) for e in log._entries] == [("bad-axis", "f.csv:3: perf/gpu_hours -1.0")]

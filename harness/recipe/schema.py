@@ -357,10 +357,27 @@ class TaskConfig(Frozen):
     seed: int = Field(1234, description="fixes the generated train/val split (not the run seed)")
 
 
+# Upper bounds far above any recipe (ScaleRL's 48 x 16 per step; large labs' ~512 x 16; 128k-token
+# generations), so that a typo such as 1e18 is refused here instead of eating the machine's memory
+# when the trainer allocates a batch.
+MAX_SEQUENCES_PER_STEP = 2**20
+MAX_GEN_LEN = 2**20
+
+
 class ScaleConfig(Frozen):
     prompts_per_batch: PositiveInt = 48
     generations_per_prompt: PositiveInt = 16
-    max_gen_len: PositiveInt = 14_336
+    max_gen_len: PositiveInt = Field(14_336, le=MAX_GEN_LEN)
+
+    @model_validator(mode="after")
+    def _batch_fits(self) -> ScaleConfig:
+        n = self.prompts_per_batch * self.generations_per_prompt
+        if n > MAX_SEQUENCES_PER_STEP:
+            raise ValueError(
+                f"prompts_per_batch x generations_per_prompt = {n} sequences per step, more than "
+                f"{MAX_SEQUENCES_PER_STEP}; fix: use a batch a machine can hold (the paper's is 48 x 16)"
+            )
+        return self
 
 
 class OptimizerConfig(Additive):

@@ -125,3 +125,17 @@ def test_ordinary_env_and_params_still_load(tmp_path: Path) -> None:
         tmp_path, yaml.safe_dump({"runner": section, "params": {"max_tokens": 512, "eos_token": "x"}})
     )
     assert load_recipe(path).params["max_tokens"] == 512
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("scale: {prompts_per_batch: 1e18}\n", "sequences per step, more than 1048576"),
+        ("scale: {prompts_per_batch: 4096, generations_per_prompt: 4096}\n", "16777216 sequences per step"),
+        ("scale: {max_gen_len: 1e9}\n", "must be <= 1048576"),
+    ],
+)
+def test_a_batch_no_machine_holds_is_refused_at_the_recipe(tmp_path: Path, body: str, message: str) -> None:
+    # Probe Y9: accepted before, and the trainer would try to allocate it.
+    with pytest.raises(ConfigError, match=message):
+        load_recipe(_recipe(tmp_path, body))

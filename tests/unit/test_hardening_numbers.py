@@ -22,6 +22,7 @@ from scalerl.harness.cli import main
 from scalerl.harness.errors import ConfigError, HarnessError, StoreError
 from scalerl.harness.importers.mapping import RunMapping
 from scalerl.harness.recipe import load_sweep
+from tests.unit.execution import helpers
 from tests.unit.execution.helpers import REPO
 
 TINY_LOO = str(REPO / "recipes" / "tiny-loo.yaml")
@@ -175,18 +176,7 @@ def test_the_api_refuses_wrong_types_from_the_exception_root(call: object, messa
 
 @pytest.fixture
 def client_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> db.Store:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = db.open_store(url, spool_dir=tmp_path / "spool")
-    store.ensure_sweep("s", {})
-    store.register_run(db.RunRecord("r1", "s", "baseline", 0, {}, "h"))
-    attempt = store.start_attempt("r1")
-    monkeypatch.setenv("SCALERL_RUN_ID", "r1")
-    monkeypatch.setenv("SCALERL_ATTEMPT", str(attempt))
-    monkeypatch.setenv("SCALERL_DB_URL", url)
-    monkeypatch.setenv("SCALERL_SPOOL_DIR", str(tmp_path / "spool"))
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("SLURM_PROCID", raising=False)
-    return store
+    return helpers.client_run(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(

@@ -88,3 +88,25 @@ def wait_until_done(store: Any, sweep: str, timeout_s: float) -> Any:
                 f"sweep {sweep} not done after {timeout_s} s: {snap.headline()}\n{snap.table}"
             )
         time.sleep(1.0)
+
+
+def client_run(tmp_path: Path, monkeypatch: Any) -> Any:
+    """A store at ``tmp_path`` with sweep ``s`` and run ``r1`` started, and the environment a
+    harness-launched process gives ``scalerl.harness.client`` (rank 0); returns the store."""
+    from scalerl import db
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = db.open_store(url, spool_dir=tmp_path / "spool")
+    store.ensure_sweep("s", {})
+    store.register_run(db.RunRecord("r1", "s", "baseline", 0, {}, "h"))
+    attempt = store.start_attempt("r1")
+    for key, value in {
+        "SCALERL_RUN_ID": "r1",
+        "SCALERL_ATTEMPT": str(attempt),
+        "SCALERL_DB_URL": url,
+        "SCALERL_SPOOL_DIR": str(tmp_path / "spool"),
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    return store

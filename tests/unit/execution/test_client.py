@@ -9,18 +9,11 @@ import pytest
 from scalerl import db
 from scalerl.harness import client
 from scalerl.harness.errors import ConfigError
+from tests.unit.execution.helpers import client_run
 
 
 def test_client_log_carries_n_into_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = db.open_store(url, spool_dir=tmp_path / "spool")
-    store.ensure_sweep("s", {})
-    store.register_run(db.RunRecord("r1", "s", "baseline", 0, {}, "h"))
-    attempt = store.start_attempt("r1")
-    monkeypatch.setenv("SCALERL_RUN_ID", "r1")
-    monkeypatch.setenv("SCALERL_ATTEMPT", str(attempt))
-    monkeypatch.setenv("SCALERL_DB_URL", url)
-    monkeypatch.setenv("SCALERL_SPOOL_DIR", str(tmp_path / "spool"))
+    store = client_run(tmp_path, monkeypatch)
     try:
         client.log(0, {"val/pass_rate": 0.25, "loss": 1.5}, compute={"samples": 64}, n={"val/pass_rate": 256})
         client.log(1, {"val/pass_rate": 0.5}, compute={"samples": 128})

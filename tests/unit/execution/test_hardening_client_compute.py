@@ -11,6 +11,7 @@ import pytest
 
 from scalerl import db
 from scalerl.harness import client
+from tests.unit.execution.helpers import client_run
 
 
 @pytest.mark.parametrize(
@@ -27,15 +28,7 @@ from scalerl.harness import client
 def test_a_compute_value_that_is_not_a_finite_number_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raw: object, shown: str
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = db.open_store(url, spool_dir=tmp_path / "spool")
-    store.ensure_sweep("s", {})
-    store.register_run(db.RunRecord("r1", "s", "baseline", 0, {}, "h"))
-    attempt = store.start_attempt("r1")
-    monkeypatch.setenv("SCALERL_RUN_ID", "r1")
-    monkeypatch.setenv("SCALERL_ATTEMPT", str(attempt))
-    monkeypatch.setenv("SCALERL_DB_URL", url)
-    monkeypatch.setenv("SCALERL_SPOOL_DIR", str(tmp_path / "spool"))
+    store = client_run(tmp_path, monkeypatch)
     try:
         with pytest.raises(db.StoreError) as info:
             client.log(3, {"val/pass_rate": 0.5}, compute={"flops": raw})  # type: ignore[dict-item]

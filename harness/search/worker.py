@@ -265,9 +265,16 @@ def _stored_curve(store: Any, sweep: str, run_id: str, metric: str, axis: str) -
     return frame[axis].to_numpy(dtype=float), frame["value"].to_numpy(dtype=float)
 
 
+def _finished_elsewhere(err: BaseException) -> bool:
+    """Optuna refused to update a trial another worker already finished: UpdateFinishedTrialError
+    from optuna 4, a RuntimeError saying so before (our floor is 3.6)."""
+    if type(err).__name__ == "UpdateFinishedTrialError":
+        return True
+    return isinstance(err, RuntimeError) and "already finished" in str(err)
+
+
 def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerReport:
     """Run trials until ``n_trials`` are claimed or ``stop`` is set; see the module docstring."""
-    from optuna.exceptions import UpdateFinishedTrialError
 
     from scalerl import db
     from scalerl.harness.recipe import load_sweep
@@ -312,7 +319,10 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerR
             beat.start()
             try:
                 _run_trial(spec, sweep, store, study, trial, stop, report)
-            except UpdateFinishedTrialError:
+            except Exception as err:
+                if not _finished_elsewhere(err):
+                    _fail_if_running(study, trial, err)  # a sibling clause would not see this raise
+                    raise
                 # Reaped as stale while it ran (a stall longer than the grace period): its copy
                 # is enqueued and answered by the run's stored result; this worker goes on.
                 log.warning("trial %d was failed as stale by another worker meanwhile", trial.number)

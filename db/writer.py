@@ -249,12 +249,16 @@ class PointWriter:
         return out
 
     def _as_step(self, step: object) -> int:
+        bad = StoreError(
+            f"run {self.run_id!r}: step={step!r} must be an int in [0, {STEP_MAX}] "
+            "(fix: log the training step as an int >= 0; the store's step column is int4)"
+        )
         if isinstance(step, bool):
-            raise StoreError(f"run {self.run_id!r}: step={step!r} must be an int >= 0")
+            raise bad
         try:
             return operator.index(step)  # type: ignore[arg-type]
         except TypeError:
-            raise StoreError(f"run {self.run_id!r}: step={step!r} must be an int >= 0") from None
+            raise bad from None
 
     # ------------------------------------------------------------------ background thread
     def _loop(self) -> None:

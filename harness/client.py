@@ -16,9 +16,7 @@ Not thread-safe: log from one thread.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import math
-import operator
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -79,25 +77,13 @@ def log(
     _open().add(step, dict(metrics), dict(compute or {}), n=n)
 
 
-def _as_step(step: object) -> int:
-    """An int step in the store's range; an integral float (``10.0``) is taken as its int. Checked
-    here, at the call, so a step past int64 (or past the store's int4) is refused with a clear
-    error instead of failing its batch in the background writer and spooling every later point."""
-    from scalerl.db.limits import STEP_MAX
-    from scalerl.harness.errors import StoreError
-
-    value: object = step
+def _as_step(step: Any) -> Any:
+    """An integral float (``10.0``) is taken as its int; everything else goes to the writer as
+    given, whose ``add`` checks every step (type and the store's range) for every writer path, at
+    the call, so a bad one never fails a batch in the background or spools later points."""
     if isinstance(step, float) and math.isfinite(step) and step.is_integer():
-        value = int(step)
-    elif not isinstance(step, bool):
-        with contextlib.suppress(TypeError):  # not an integer: refused below
-            value = operator.index(step)  # type: ignore[arg-type]  # numpy ints have __index__
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= STEP_MAX:
-        raise StoreError(
-            f"client.log: step={step!r} is not a whole number in [0, {STEP_MAX}] "
-            "(fix: log the training step as an int >= 0; the store's step column is int4)"
-        )
-    return value
+        return int(step)
+    return step
 
 
 def flush() -> None:

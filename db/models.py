@@ -72,6 +72,9 @@ class Run(Base):
     started_at: Mapped[datetime | None]
     ended_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
+    # The code the latest attempt ran (git commit, dirty-diff hash, package versions; 0006), set by
+    # start_attempt. NULL = unknown: runs stored before 0006, imported runs.
+    provenance: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class SweepRun(Base):

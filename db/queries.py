@@ -66,7 +66,8 @@ _POINT_COLUMNS = ("run_id", "step", "metric", "value", "nonfinite", "gpu_hours",
 _FLOAT_COLUMNS = ("value", *COMPUTE, "n")
 RUN_COLUMNS: tuple[str, ...] = (
     "run_id", "sweep", "variant", "knob", "alternative", "seed", "config_hash", "status", "attempts",
-    "executor", "job_id", "host", "created_at", "started_at", "ended_at", "error", "n_points", "last_step",
+    "executor", "job_id", "host", "created_at", "started_at", "ended_at", "error", "provenance",
+    "n_points", "last_step",
 )  # fmt: skip
 
 
@@ -116,6 +117,25 @@ def runs(store: Store, sweep: str) -> pd.DataFrame:
 
     df: pd.DataFrame = _read(store, fn, f"listing the runs of sweep {sweep!r}")
     return df
+
+
+def run_states(store: Store, run_ids: Sequence[str]) -> dict[str, tuple[str, int, dict[str, Any] | None]]:
+    """run_id -> (status, attempts, provenance) for the given runs that exist, whatever sweeps
+    they belong to (a planned run may have been made by another sweep). Selects of 500 ids."""
+    ids = list(dict.fromkeys(run_ids))
+
+    def fn(conn: Connection) -> dict[str, tuple[str, int, dict[str, Any] | None]]:
+        out: dict[str, tuple[str, int, dict[str, Any] | None]] = {}
+        for i in range(0, len(ids), 500):  # under every driver's bound-parameter limit
+            chunk = ids[i : i + 500]
+            stmt = select(Run.run_id, Run.status, Run.attempts, Run.provenance).where(Run.run_id.in_(chunk))
+            for run_id, status, attempts, prov in conn.execute(stmt):
+                prov = json.loads(prov) if isinstance(prov, str) else prov
+                out[str(run_id)] = (str(status), int(attempts), prov)
+        return out
+
+    result: dict[str, tuple[str, int, dict[str, Any] | None]] = _read(store, fn, "reading runs' states")
+    return result
 
 
 def point_count(store: Store, run_id: str) -> int:
@@ -510,3 +530,120 @@ def events(store: Store, sweep: str | None = None, *, run_id: str | None = None)
     rows = _read(store, lambda c: c.execute(stmt.order_by(Event.id)).all(), "reading events")
     out = [(*r[:5], r[5] if isinstance(r[5], dict) else json.loads(r[5])) for r in rows]
     return pd.DataFrame(out, columns=["id", "time", "sweep", "run_id", "kind", "detail"])
+
+
+# Run statuses in the groups :func:`sweep_summaries` counts (every status in RUN_STATUSES once).
+STATUS_GROUPS: dict[str, tuple[str, ...]] = {
+    "completed": ("completed",),
+    "running": ("running",),
+    "waiting": ("pending", "submitted", "queued", "requeued", "preempted"),
+    "failed": ("failed", "timeout", "unknown"),
+    "stopped": ("cancelled", "pruned", "stopped-decided"),
+}
+SWEEP_SUMMARY_COLUMNS: tuple[str, ...] = (
+    "name", "created_at", "n_runs", *STATUS_GROUPS, "last_event", "spec",
+)  # fmt: skip
+
+
+def sweep_summaries(store: Store) -> pd.DataFrame:
+    """Every sweep with its runs counted by status group. Columns: SWEEP_SUMMARY_COLUMNS: the
+    sweep's ``name``, ``created_at``, ``n_runs``, one count per :data:`STATUS_GROUPS` key
+    (``completed``, ``running``, ``waiting``, ``failed``, ``stopped``; a status outside them is
+    counted in ``n_runs`` only), ``last_event`` (the time of the newest event logged under the
+    sweep, None when none) and the stored ``spec`` (dict). The listing ``scalerl ls`` and
+    :func:`scalerl.harness.api.list_sweeps` read. Three selects: the sweeps, one GROUP BY
+    (membership x status) and one GROUP BY of the event log (indexed on sweep, time)."""
+    import pandas as pd
+
+    def fn(conn: Connection) -> pd.DataFrame:
+        rows = conn.execute(select(Sweep.name, Sweep.created_at, Sweep.spec).order_by(Sweep.name)).all()
+        counts = conn.execute(
+            select(SweepRun.sweep, Run.status, func.count())
+            .join(Run, Run.run_id == SweepRun.run_id)
+            .group_by(SweepRun.sweep, Run.status)
+        ).all()
+        latest = dict(
+            conn.execute(
+                select(Event.sweep, func.max(Event.time))
+                .where(Event.sweep.is_not(None))
+                .group_by(Event.sweep)
+            ).all()
+        )
+        group_of = {s: g for g, statuses in STATUS_GROUPS.items() for s in statuses}
+        per: dict[str, dict[str, int]] = {}
+        for sweep, status, n in counts:
+            tally = per.setdefault(sweep, dict.fromkeys(("n_runs", *STATUS_GROUPS), 0))
+            tally["n_runs"] += int(n)
+            if status in group_of:
+                tally[group_of[status]] += int(n)
+        out = []
+        for name, created_at, spec in rows:
+            tally = per.get(name) or dict.fromkeys(("n_runs", *STATUS_GROUPS), 0)
+            spec = spec if isinstance(spec, dict) else json.loads(spec or "{}")
+            out.append(
+                (
+                    name,
+                    created_at,
+                    tally["n_runs"],
+                    *(tally[g] for g in STATUS_GROUPS),
+                    latest.get(name),
+                    spec,
+                )
+            )
+        return pd.DataFrame(out, columns=list(SWEEP_SUMMARY_COLUMNS))
+
+    df: pd.DataFrame = _read(store, fn, "listing sweeps")
+    return df
+
+
+FINAL_COLUMNS: tuple[str, ...] = ("run_id", "step", "value", *COMPUTE, "n_points")
+
+
+def final_points(store: Store, sweep: str, metric: str) -> pd.DataFrame:
+    """Each run's last point of ``metric`` (its largest step) in ``sweep``: one row per run that
+    logged the metric. Columns: FINAL_COLUMNS (``value`` NaN/±inf where a non-finite value was
+    written; ``n_points``: how many points of the metric the run has). One select: a GROUP BY
+    for each run's last step and count, joined back to the point on its primary key."""
+    import pandas as pd
+
+    last = (
+        select(Point.run_id, func.max(Point.step).label("step"), func.count().label("n_points"))
+        .where(Point.run_id.in_(_members(sweep)), Point.metric == metric)
+        .group_by(Point.run_id)
+        .subquery()
+    )
+    stmt = (
+        select(Point.run_id, Point.step, Point.value, Point.nonfinite, *[getattr(Point, u) for u in COMPUTE])
+        .add_columns(last.c.n_points)
+        .join(last, (Point.run_id == last.c.run_id) & (Point.step == last.c.step))
+        .where(Point.metric == metric)
+        .order_by(Point.run_id)
+    )
+    rows = _read(store, lambda c: c.execute(stmt).all(), f"reading the final {metric!r} of sweep {sweep!r}")
+    flags = {"nan": float("nan"), "+inf": float("inf"), "-inf": float("-inf")}
+    out = [(r[0], int(r[1]), flags[r[3]] if r[3] in flags else r[2], *r[4:-1], int(r[-1])) for r in rows]
+    frame = pd.DataFrame(out, columns=list(FINAL_COLUMNS))
+    for name in ("value", *COMPUTE):
+        frame[name] = frame[name].astype("float64")  # None -> NaN
+    return frame
+
+
+def run_configs(store: Store, sweep: str) -> dict[str, dict[str, Any]]:
+    """run_id -> the run's stored config (its resolved recipe; an imported run's source params),
+    for every run of ``sweep``. One select."""
+    stmt = select(Run.run_id, Run.config).where(Run.run_id.in_(_members(sweep))).order_by(Run.run_id)
+    rows = _read(store, lambda c: c.execute(stmt).all(), f"reading the configs of sweep {sweep!r}")
+    return {str(r[0]): (r[1] if isinstance(r[1], dict) else json.loads(r[1] or "{}")) for r in rows}
+
+
+def run_ids_starting(store: Store, prefix: str, *, limit: int = 20) -> list[str]:
+    """The run ids that start with ``prefix`` (sorted, at most ``limit``): ``scalerl logs`` takes
+    a unique prefix as git takes a short hash. One indexed select (the primary key)."""
+    stmt = (
+        select(Run.run_id)
+        .where(Run.run_id.startswith(prefix, autoescape=True))
+        .order_by(Run.run_id)
+        .limit(limit)
+    )
+    rows = _read(store, lambda c: c.execute(stmt).all(), f"finding runs whose id starts with {prefix!r}")
+    return [str(r[0]) for r in rows]

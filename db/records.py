@@ -20,7 +20,7 @@ ENDED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", 
 EVENT_KINDS: frozenset[str] = frozenset(
     {"submitted", "started", "requeued", "failed", "fenced", "completed", "cancelled", "timeout",
      "preempted", "status", "replayed", "spooled", "pruned", "stopped-decided", "extended",
-     "losses"}
+     "losses", "code-changed"}
 )  # fmt: skip
 
 WriteOutcome = Literal["ok", "fenced", "unknown_run"]
@@ -66,6 +66,9 @@ class RunInfo:
     started_at: datetime | None
     ended_at: datetime | None
     error: str | None
+    # The code the latest attempt ran (schema 0006; scalerl.harness.execution.provenance); None:
+    # unknown (stored before 0006, imported, or never started).
+    provenance: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,7 @@ class Store:
     - ``transaction(fn, doing=..., write=True)``: run ``fn(conn)`` in one Core transaction, retried
       whole on SQLite lock errors; ``doing`` names the operation in error messages.
     - ``ensure_sweep(name, spec)``: create the sweep if missing (spec is kept from the first call).
+    - ``update_sweep_spec(name, changes)``: set top-level keys of an existing sweep's spec.
     - ``register_run(RunRecord) -> bool``: idempotent on run_id; False if it already existed.
       Always records the run's membership of ``record.sweep`` (a run can be in several sweeps).
     - ``register_runs(records) -> int``: the same for many records in one transaction.
@@ -263,6 +264,19 @@ class Store:
 
         self.transaction(tx, doing=f"creating sweep {name!r}")
 
+    def update_sweep_spec(self, name: str, changes: Mapping[str, Any]) -> None:
+        """Set top-level keys of an existing sweep's spec (the other keys stay), in one transaction.
+        An import keeps its sweep's default metric and axis there (``fit``)."""
+
+        def tx(conn: Connection) -> None:
+            row = conn.execute(select(Sweep.spec).where(Sweep.name == name)).first()
+            if row is None:
+                raise StoreError(f"sweep {name!r} does not exist (fix: ensure_sweep it first)")
+            spec = {**dict(row[0] or {}), **dict(changes)}
+            conn.execute(update(Sweep).where(Sweep.name == name).values(spec=spec))
+
+        self.transaction(tx, doing=f"updating sweep {name!r}")
+
     def register_run(self, record: RunRecord) -> bool:
         """Register the run (if new) and its membership of ``record.sweep`` (always).
 
@@ -396,10 +410,16 @@ class Store:
         job_id: str | None = None,
         host: str | None = None,
         resume_step: int | None = None,
+        provenance: Mapping[str, Any] | None = None,
     ) -> int:
+        """Start the run's next attempt; returns its number. ``provenance`` (the code this attempt
+        runs, :mod:`scalerl.harness.execution.provenance`) replaces the run's, and is logged on the
+        ``started`` event, so every attempt's code stays in the event log; None keeps the run's."""
+
         def tx(conn: Connection) -> int:
             # The UPDATE takes the run row's write lock (PostgreSQL) / the database write lock
             # (SQLite BEGIN IMMEDIATE), so it serialises against every fenced point write.
+            code = {} if provenance is None else {"provenance": dict(provenance)}
             row = conn.execute(
                 update(Run)
                 .where(Run.run_id == run_id)
@@ -407,6 +427,7 @@ class Store:
                     attempts=Run.attempts + 1, status="running", started_at=_now(), ended_at=None,
                     error=None, executor=func.coalesce(executor, Run.executor),
                     job_id=func.coalesce(job_id, Run.job_id), host=func.coalesce(host, Run.host),
+                    **code,
                 )
                 .returning(Run.attempts, Run.first_sweep)
             ).first()  # fmt: skip
@@ -420,7 +441,7 @@ class Store:
                 res = conn.execute(delete(Point).where(Point.run_id == run_id, Point.step > resume_step))
                 deleted = int(res.rowcount or 0)
             detail = {"attempt": attempt, "executor": executor, "job_id": job_id, "host": host,
-                      "resume_step": resume_step, "deleted_points": deleted}  # fmt: skip
+                      "resume_step": resume_step, "deleted_points": deleted, **code}  # fmt: skip
             self._event(conn, "started", run_id, sweep, detail)
             return attempt
 

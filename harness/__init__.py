@@ -18,25 +18,32 @@ from scalerl.harness.errors import (
 )
 
 if TYPE_CHECKING:
-    from scalerl.harness.api import FitResult, LaunchResult, Sweep
+    from scalerl.harness.api import CancelResult, FitResult, ForecastResult, LaunchResult, Sweep, list_sweeps
 
 __version__ = "0.1.0"
 
 # ``scalerl.harness.Sweep`` and its result types, from :mod:`scalerl.harness.api` on first use.
 __getattr__ = lazy_getattr(
-    "scalerl.harness", dict.fromkeys(("FitResult", "LaunchResult", "Sweep"), "scalerl.harness.api")
+    "scalerl.harness",
+    dict.fromkeys(
+        ("CancelResult", "FitResult", "ForecastResult", "LaunchResult", "Sweep", "list_sweeps"),
+        "scalerl.harness.api",
+    ),
 )
 
 
 __all__ = [
     "AnalysisError",
+    "CancelResult",
     "ConfigError",
     "ExecutionError",
     "FitResult",
+    "ForecastResult",
     "HarnessError",
     "ImportFormatError",
     "LaunchResult",
     "StoreError",
     "Sweep",
     "__version__",
+    "list_sweeps",
 ]

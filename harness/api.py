@@ -11,7 +11,12 @@
     sweep.status()                    # `scalerl status` as a DataFrame
     sweep.curves()                    # scalerl.db.queries.curves of the sweep's fit metric
     sweep.fit().verdicts              # `scalerl fit`, as DataFrames, nothing printed
+    sweep.runs_dataframe()            # one row per run: status, params.*, final value, fitted A
+    sweep.forecast(at=[1e15]).frame   # `scalerl forecast`, one row per variant and compute
     sweep.report("loo.html")          # `scalerl report`; .figures() gives its Plotly figures
+    sweep.cancel()                    # `scalerl cancel`
+
+    list_sweeps(db="sqlite:///demo.db")  # every sweep in a store, its runs counted by status
 
 Every method calls the functions the CLI handlers call (``scalerl.harness.recipe``,
 ``scalerl.harness.execution``, ``scalerl.harness.search``, ``scalerl.harness.analysis.sweep``,
@@ -45,7 +50,7 @@ if TYPE_CHECKING:
     from scalerl.harness.recipe import Plan, SweepSpec
     from scalerl.harness.report.document import ReportData
 
-__all__ = ["FitResult", "LaunchResult", "Sweep"]
+__all__ = ["CancelResult", "FitResult", "ForecastResult", "LaunchResult", "Sweep", "list_sweeps"]
 
 _Mode = Literal["create", "existing", "readonly"]
 DEFAULT_METRIC = "val/pass_rate"
@@ -81,6 +86,42 @@ class FitResult:
     notes: tuple[str, ...] = ()
     saved: bool = False
     analysis: Any = field(default=None, repr=False)  # scalerl.harness.analysis.verdicts.SweepAnalysis | None
+
+
+@dataclass(frozen=True)
+class ForecastResult:
+    """:meth:`Sweep.forecast`: ``scalerl forecast``'s numbers. ``frame`` has one row per variant
+    and forecast compute (``FORECAST_COLUMNS``: variant, knob, runs, points, last_compute, status,
+    reason, compute, value, lo, hi; with ``reach``, also reach_fraction, reach_a, reach_compute,
+    reach_lo, reach_hi); ``rows`` are the variants as ``scalerl forecast --json`` prints them."""
+
+    sweep: str
+    metric: str
+    axis: str
+    level: float
+    frame: pd.DataFrame
+    rows: tuple[dict[str, Any], ...] = ()
+
+
+FORECAST_COLUMNS: tuple[str, ...] = (
+    "variant", "knob", "runs", "points", "last_compute", "status", "reason", "compute", "value", "lo", "hi",
+)  # fmt: skip
+_REACH_COLUMNS = ("reach_fraction", "reach_a", "reach_compute", "reach_lo", "reach_hi")
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """:meth:`Sweep.cancel`: run_id -> outcome (``cancelled``, ``already completed``, ``never
+    submitted`` ...) and, for a search, the study's outcome."""
+
+    sweep: str
+    outcomes: dict[str, str]
+    search: str | None = None
+
+    @property
+    def cancelled(self) -> int:
+        """How many runs this call marked cancelled."""
+        return sum(v == "cancelled" for v in self.outcomes.values())
 
 
 class Sweep:
@@ -228,6 +269,14 @@ class Sweep:
             return str(self.spec.fit.metric)
         return str((self._spec_in_store().get("fit") or {}).get("metric") or DEFAULT_METRIC)
 
+    def _metric_axis(self, metric: str | None, axis: str | None) -> tuple[str, str]:
+        """The metric and axis ``scalerl fit`` / ``forecast`` use when not given: the stored
+        sweep's defaults (:func:`scalerl.harness.analysis.sweep.resolve_request`)."""
+        from scalerl.harness.analysis.sweep import FitRequest, resolve_request
+
+        m, x, _, _ = resolve_request(FitRequest(metric=metric, axis=axis), self._spec_in_store())
+        return m, x
+
     def _need_file(self, what: str) -> SweepSpec:
         if self.spec is None or self.path is None:
             raise ConfigError(
@@ -257,12 +306,15 @@ class Sweep:
         state_dir: str | Path | None = None,
         max_parallel: int | None = None,
         workers: int | None = None,
+        on_code_change: Literal["refuse", "reuse", "rerun"] | None = None,
     ) -> LaunchResult:
         """``scalerl sweep``: record the sweep and submit only its missing runs (completed ones are
         skipped, failed ones retried up to ``max_retries``). ``executor``: local, slurm or debug
         (default: the sweep's). The ``debug`` executor runs everything in this process before
         returning; ``local`` and ``slurm`` return once submitted (see :meth:`wait`).
-        A ``design: optuna`` sweep starts its search's ``workers`` instead."""
+        A ``design: optuna`` sweep starts its search's ``workers`` instead. ``on_code_change``
+        (``refuse`` | ``reuse`` | ``rerun``; default: the sweep file's, ``refuse``): what to do with
+        runs that other code made (:mod:`scalerl.harness.execution.codechange`)."""
         import pandas as pd
 
         spec = self._need_file("launch()")
@@ -282,7 +334,7 @@ class Sweep:
             max_parallel=max_parallel,
             loaded=spec,
         )
-        report = launch(self.store("create"), prepared)
+        report = launch(self.store("create"), prepared, on_code_change=on_code_change)
         on_slurm = prepared.executor.name == "slurm"
         self._poll_s = float(prepared.executor.ctx.profile.poll_s) if on_slurm else 2.0
         jobs = {h.run_id: h.job_id for h in report.handles}
@@ -462,6 +514,46 @@ class Sweep:
 
         return queries.runs(self.store(), self.name)
 
+    def runs_dataframe(self, *, metric: str | None = None, axis: str | None = None) -> pd.DataFrame:
+        """One row per run, in the spirit of Optuna's ``trials_dataframe()``.
+
+        Columns: ``run_id, sweep, variant, knob, alternative, seed, status, attempts``; the run's
+        last point of ``metric`` (default: the sweep's, as ``scalerl fit`` picks it): ``value``,
+        its ``step``, its ``compute`` on ``axis`` and ``n_points`` (NaN / 0 for a run that logged
+        none); the stored per-run fit of that metric and axis (``a``, ``b``, ``c_mid``,
+        ``fit_status``; NaN / None before ``scalerl fit`` or :meth:`fit`); then ``params.<key>``,
+        one column per leaf of the run's config flattened to dotted keys (``params.optimizer.lr``,
+        ``params.knobs.loss.choice``; an imported run's source params: ``params.lr``, and its tags
+        ``tags.<key>``). ``frame.attrs`` holds the ``metric`` and ``axis``. Four reads, none per run."""
+        import pandas as pd
+
+        from scalerl.db import queries
+
+        m, x = self._metric_axis(metric, axis)
+        store = self.store()
+        base = ["run_id", "sweep", "variant", "knob", "alternative", "seed", "status", "attempts"]
+        frame = queries.runs(store, self.name)[base].reset_index(drop=True)
+        final = queries.final_points(store, self.name, m)
+        final["compute"] = final["step"].astype("float64") if x == "step" else final[x]
+        frame = frame.merge(
+            final[["run_id", "value", "step", "compute", "n_points"]], on="run_id", how="left"
+        )
+        frame["n_points"] = frame["n_points"].fillna(0).astype("int64")
+        fits = queries.fits(store, self.name, metric=m, axis=x)
+        per_run = fits[fits["run_id"].notna()][["run_id", "a", "b", "c_mid", "status"]]
+        per_run = per_run.drop_duplicates("run_id", keep="last").rename(columns={"status": "fit_status"})
+        frame = frame.merge(per_run, on="run_id", how="left")
+        for col in ("value", "compute", "a", "b", "c_mid"):
+            frame[col] = frame[col].astype("float64")
+        configs = queries.run_configs(store, self.name)
+        flat = [_run_params(configs.get(str(rid)) or {}) for rid in frame["run_id"]]
+        keys = sorted({k for row in flat for k in row})
+        if keys:
+            params = pd.DataFrame([[row.get(k) for k in keys] for row in flat], columns=keys)
+            frame = pd.concat([frame, params], axis=1)
+        frame.attrs.update(metric=m, axis=x)
+        return frame
+
     def curves(self, metric: str | None = None, *, all_metrics: bool = False) -> pd.DataFrame:
         """``scalerl.db.queries.curves`` of the sweep: every point of ``metric`` (default: the sweep's
         ``fit.metric``), or of every metric with ``all_metrics``; columns ``CURVE_COLUMNS``."""
@@ -521,6 +613,68 @@ class Sweep:
             analysis=result.analysis,
         )
 
+    def forecast(
+        self,
+        at: Sequence[float] | None = None,
+        *,
+        level: float = 0.9,
+        reach: float | None = None,
+        metric: str | None = None,
+        axis: str | None = None,
+    ) -> ForecastResult:
+        """``scalerl forecast``: each variant's metric (seeds pooled) at the computes ``at``
+        (default: 2x its largest compute) with ``level`` prediction intervals; ``reach`` (a
+        fraction of the fitted A, e.g. 0.95) adds the compute at which it gets there. Metric and
+        axis default to the sweep's, as in :meth:`fit`. Reads only; raises AnalysisError when the
+        sweep has no point of the metric on the axis."""
+        import math
+
+        import pandas as pd
+
+        from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
+        from scalerl.harness.cli.forecast import forecast_rows, load_groups
+
+        where = None if at is None else [float(c) for c in ([at] if isinstance(at, int | float) else at)]
+        if where is not None and (not where or not all(math.isfinite(c) and c > 0 for c in where)):
+            raise ConfigError(
+                "forecast computes must be finite and > 0",
+                field="at",
+                value=str(at),
+                fix="pass e.g. at=[2e15], or leave it out for 2x each variant's largest compute",
+            )
+        if reach is not None and not 0.0 < float(reach) < 1.0:
+            raise ConfigError(
+                "reach must lie strictly between 0 and 1", field="reach", value=reach, fix="pass e.g. 0.95"
+            )
+        DEFAULT_CALIBRATION.quantile(level)  # a level outside the calibrated range fails here
+        m, x = self._metric_axis(metric, axis)
+        groups = load_groups(self.store("readonly"), self.name, m, x)
+        rows = forecast_rows(groups, where, level=level, reach=reach)
+        records = []
+        for row in rows:
+            head = [row[k] for k in FORECAST_COLUMNS[:7]]
+            got = row.get("reach")
+            tail = [] if got is None else [got[k] for k in ("fraction", "a", "compute", "lo", "hi")]
+            for f in row["forecasts"]:
+                records.append([*head, f["compute"], f["value"], f["lo"], f["hi"], *tail])
+        columns = [*FORECAST_COLUMNS, *(_REACH_COLUMNS if reach is not None else ())]
+        frame = pd.DataFrame(records, columns=columns)
+        for col in ("last_compute", "compute", "value", "lo", "hi", *_REACH_COLUMNS[1:]):
+            if col in frame:
+                frame[col] = frame[col].astype("float64")  # None (not finite) -> NaN
+        return ForecastResult(self.name, m, x, float(level), frame, tuple(rows))
+
+    def cancel(self, run_id: str | None = None) -> CancelResult:
+        """``scalerl cancel``: stop every unfinished run of the sweep (or only ``run_id``) through
+        its executor and mark it cancelled; a search is cancelled through its study. A later
+        :meth:`launch` submits cancelled runs again, from their checkpoints."""
+        from scalerl.harness.execution.cancel import cancel
+
+        self._spec_in_store()  # an unknown sweep fails here, listing the known ones
+        done = cancel(self.store(), self.name, run_id=run_id, db_url=self.db)
+        search = done.pop("search", None)
+        return CancelResult(self.name, done, search)
+
     def report_data(
         self, *, metric: str | None = None, axis: str | None = None, max_points: int = 400
     ) -> ReportData:
@@ -547,7 +701,10 @@ class Sweep:
         max_points: int = 400,
     ) -> Path:
         """``scalerl report``: write the sweep's self-contained, offline HTML report to ``path``
-        (written beside it, then renamed) and return its resolved path."""
+        (written beside it, then renamed) and return its resolved path. Raises AnalysisError,
+        writing nothing, when the sweep has points but no fits can be had (as ``scalerl report``)."""
+        from scalerl.harness.errors import AnalysisError
+        from scalerl.harness.report.build import missing_fits
         from scalerl.harness.report.document import render_html
 
         out = Path(path)
@@ -558,7 +715,11 @@ class Sweep:
                 value=str(out),
                 fix=f"create {out.parent} first or pick another path",
             )
-        page = render_html(self.report_data(metric=metric, axis=axis, max_points=max_points))
+        data = self.report_data(metric=metric, axis=axis, max_points=max_points)
+        missing = missing_fits(data)
+        if missing is not None:  # as `scalerl report`: no page of curves on an empty axis
+            raise AnalysisError(missing)
+        page = render_html(data)
         tmp = out.with_name(f".{out.name}.tmp")
         try:
             tmp.write_text(page, encoding="utf-8")
@@ -583,3 +744,48 @@ class Sweep:
             ),
             "verdicts": f.verdict_table_figure(data.verdicts),
         }
+
+
+def _run_params(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's config as ``params.<dotted key>`` columns (empty sections dropped). An imported run
+    (its config names ``imported_from``) shows its source's params and tags, as MLflow's
+    ``search_runs`` frame does (``params.lr``, ``tags.<key>``), not the import's bookkeeping."""
+    from scalerl.harness.execution.runners.template import flatten
+
+    def leaves(data: Any, prefix: str) -> dict[str, Any]:
+        if not isinstance(data, Mapping):
+            return {}
+        return {f"{prefix}{k}": v for k, v in flatten(data).items() if v != {}}
+
+    if "imported_from" in config:
+        return leaves(config.get("params"), "params.") | leaves(config.get("tags"), "tags.")
+    return leaves(config, "params.")
+
+
+def list_sweeps(db: str | None = None) -> pd.DataFrame:
+    """Every sweep in the store ``db`` (default ``$SCALERL_DB_URL``, else ``sqlite:///./scalerl.db``;
+    it must exist), one row each: ``name, source`` (recipe, import, attach or train: where its runs
+    came from), ``design, executor, metric, axis`` (the defaults ``scalerl fit`` would use),
+    ``n_runs`` and the runs counted by status group (``completed, running, waiting, failed,
+    stopped``: :data:`scalerl.db.queries.STATUS_GROUPS`), ``created_at``, ``last_event`` and the
+    stored ``spec``. Reads :func:`scalerl.db.queries.sweep_summaries`, as
+    ``scalerl ls`` does."""
+    from scalerl import db as store_api
+    from scalerl.db import queries
+    from scalerl.harness.analysis.sweep import fit_defaults
+    from scalerl.harness.cli.browse import source_of
+
+    store = store_api.open_store(db, readonly=True)
+    try:
+        frame = queries.sweep_summaries(store)
+    finally:
+        store.close()
+    defaults = [fit_defaults(spec) for spec in frame["spec"]]
+    metrics, axes = [d[0] for d in defaults], [d[1] for d in defaults]
+    frame.insert(1, "source", [source_of(spec) for spec in frame["spec"]])
+    frame.insert(2, "design", [spec.get("design") for spec in frame["spec"]])
+    frame.insert(3, "executor", [spec.get("executor") for spec in frame["spec"]])
+    frame.insert(4, "metric", metrics)
+    frame.insert(5, "axis", axes)
+    order = ["name", "source", "design", "executor", "metric", "axis", "n_runs", *queries.STATUS_GROUPS]
+    return frame[[*order, "created_at", "last_event", "spec"]]

@@ -23,28 +23,34 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from scalerl.harness import (
         AnalysisError,
+        CancelResult,
         ConfigError,
         ExecutionError,
         FitResult,
+        ForecastResult,
         HarnessError,
         ImportFormatError,
         LaunchResult,
         StoreError,
         Sweep,
         __version__,
+        list_sweeps,
     )
 
 __all__ = [
     "AnalysisError",
+    "CancelResult",
     "ConfigError",
     "ExecutionError",
     "FitResult",
+    "ForecastResult",
     "HarnessError",
     "ImportFormatError",
     "LaunchResult",
     "StoreError",
     "Sweep",
     "__version__",
+    "list_sweeps",
 ]
 
 

@@ -22,3 +22,8 @@ pytest_plugins = [
 def pytest_configure(config: pytest.Config) -> None:
     # Keep torch from oversubscribing the 2 cores when several test processes run.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Sweeps launched by the tests run code from this checkout, which may be edited while the
+    # suite runs: a resubmission within a test would then meet "changed code" and, by default,
+    # refuse. The suite keeps results and warns instead; tests/integration/test_code_change.py
+    # unsets this to test the default.
+    os.environ.setdefault("SCALERL_ON_CODE_CHANGE", "reuse")

@@ -29,6 +29,18 @@ if TYPE_CHECKING:
     import pandas as pd
 
 AXES = ("gpu_hours", "flops", "tokens", "samples", "step")
+# What a sweep fits on when neither the caller nor its spec's ``fit`` section says: the reference
+# trainer's validation metric on FLOPs. A recipe's sweep stores its ``fit`` section; an import
+# stores the axis it filled and the metric it read (scalerl.harness.importers.ingest).
+DEFAULT_METRIC = "val/pass_rate"
+DEFAULT_AXIS = "flops"
+
+
+def fit_defaults(spec: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(metric, axis) a sweep is fitted, reported and forecast on when not told: its spec's
+    ``fit.metric`` / ``fit.axis``, else :data:`DEFAULT_METRIC` on :data:`DEFAULT_AXIS`."""
+    fit_spec = dict((spec or {}).get("fit") or {})
+    return str(fit_spec.get("metric") or DEFAULT_METRIC), str(fit_spec.get("axis") or DEFAULT_AXIS)
 
 
 @dataclass(frozen=True)
@@ -64,8 +76,9 @@ def resolve_request(req: FitRequest, spec: Mapping[str, Any] | None) -> tuple[st
     """(metric, axis, options, margin) from the request, then the spec's ``fit`` section."""
     fit_spec = dict((spec or {}).get("fit") or {})
     window = dict(fit_spec.get("window") or {})
-    metric = req.metric or str(fit_spec.get("metric") or "val/pass_rate")
-    axis = req.axis or str(fit_spec.get("axis") or "flops")
+    default_metric, default_axis = fit_defaults(spec)
+    metric = req.metric or default_metric
+    axis = req.axis or default_axis
     if axis not in AXES:
         raise AnalysisError(f"--axis {axis!r} is not a compute axis (fix: use one of {', '.join(AXES)})")
     if req.window_start is not None or req.window_fraction is not None:

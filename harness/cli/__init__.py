@@ -13,7 +13,8 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from scalerl.harness.errors import ExecutionError, HarnessError
 from scalerl.harness.extras import missing_analysis_package, needs_analysis
@@ -28,19 +29,48 @@ COMMAND_MODULES: tuple[str, ...] = (
     "scalerl.harness.cli.report",  # report
     "scalerl.harness.cli.store",  # db upgrade / replay / current
     "scalerl.harness.cli.ingest",  # import (W&B CSV, TensorBoard, parsed CSV)
+    "scalerl.harness.cli.browse",  # ls, logs
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors (exit 2) are also a JSON document under ``--json``.
+    Sub-parsers are built from the parent's class, so every command's parser is one of these."""
+
+    json_errors = False  # set by main() when the command line holds --json
+
+    def error(self, message: str) -> NoReturn:
+        if _Parser.json_errors:
+            from scalerl.harness.cli import output
+
+            output.usage_error(f"{self.prog}: {message}")
+        super().error(message)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("scalerl-harness")
+    except PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from scalerl.harness.cli import output
+
+    parser = _Parser(
         prog="scalerl",
         description="Ablation sweeps, a results store and sigmoid-fit verdicts for RL post-training.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument(output.FLAG, action="store_true", help=output.HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module = importlib.import_module(name)
         module.register(sub)
+    output.add_json_flags(parser)
     return parser
 
 
@@ -56,8 +86,14 @@ def _refuse_memory_store(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from scalerl.harness.cli import output
+
     parser = build_parser()
-    tokens = list(sys.argv[1:] if argv is None else argv)
+    tokens, as_json = output.lift(list(sys.argv[1:] if argv is None else argv))
+    _Parser.json_errors = as_json
+    if as_json and tokens[:1] == ["--version"]:
+        output.emit({"version": _version()})
+        return 0
     # -v / --verbose is global but reads naturally after the command too (`scalerl fit loo -v`);
     # argparse only takes it before the command, so lift it out wherever it stands (up to "--").
     end = tokens.index("--") if "--" in tokens else len(tokens)
@@ -69,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # an error.
     args, extra = parser.parse_known_args(tokens)
     args.verbose = verbose
+    args.json = as_json
     if extra:
         target = next((n for n in ("overrides", "rest") if isinstance(getattr(args, n, None), list)), None)
         stray = [tok for tok in extra if tok.startswith("-") or "=" not in tok]
@@ -83,34 +120,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Alembic narrates every migration check at INFO; a user running `scalerl fit` only needs
         # to hear about it when something is wrong.
         logging.getLogger("alembic").setLevel(logging.WARNING)
-    from scalerl.db.redaction import scrub, scrub_logs
+    from scalerl.db.redaction import scrub_logs
 
     scrub_logs()  # no URL secret reaches a log line, whatever logs it
     func = getattr(args, "func", None)
     if func is None:
+        if as_json:
+            output.usage_error("scalerl: no COMMAND given (see scalerl --help)")
+            return 2
         parser.print_help()
         return 2
+    if not as_json:
+        return _run(func, args)
+    # One JSON document on stdout, whatever the command; its human text goes to stderr.
+    with output.session(args.command):
+        code = _run(func, args)
+        output.finish(code)
+    return code
+
+
+def _run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """Run a command; every error it can cause becomes a line on stderr (and, under --json, the
+    error document on stdout) and its exit code (README, "Exit codes")."""
+    from scalerl.db.redaction import scrub
+    from scalerl.harness.cli import output
+
+    def fail(kind: str, message: str, code: int) -> int:
+        print(f"scalerl: {message}", file=sys.stderr)
+        output.emit_error(kind, message.removeprefix("error: "), code)
+        return code
+
     try:
         _refuse_memory_store(args)
         return int(func(args) or 0)
     except HarnessError as err:
-        print(f"scalerl: error: {scrub(str(err))}", file=sys.stderr)
-        return err.exit_code
+        return fail(type(err).__name__, f"error: {scrub(str(err))}", err.exit_code)
     except ModuleNotFoundError as err:
         # A light install (no `analysis` extra) running a command that reads, fits or sweeps.
         package = missing_analysis_package(err)
         if package is None:
             raise
-        print(f"scalerl: error: {needs_analysis(f'scalerl {args.command}', package)}", file=sys.stderr)
-        return ExecutionError.exit_code
+        message = needs_analysis(f"scalerl {args.command}", package)
+        return fail("MissingExtra", f"error: {message}", ExecutionError.exit_code)
     except KeyboardInterrupt:
-        print("scalerl: interrupted", file=sys.stderr)
-        return 130
+        return fail("KeyboardInterrupt", "interrupted", 130)
     except BrokenPipeError:
         # `scalerl plan --json | head`: the reader left. Point stdout at /dev/null so the
         # interpreter's final flush does not raise again, and exit as a SIGPIPE'd tool would.
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, output.stdout().fileno())
         return 141
 
 

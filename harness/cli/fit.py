@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from typing import Any
 
@@ -125,7 +124,9 @@ def _fit(args: argparse.Namespace) -> int:
             {"dA": _clean(r["d_a"]), "dB": _clean(r["d_b"])} | {k: _clean(v) for k, v in r.items()}
             for r in rows
         ]
-        print(json.dumps(out, indent=2))
+        from scalerl.harness.cli.output import emit
+
+        emit(out)
         return 0
     n_ok = sum(r["status"] == "ok" for r in result.fit_rows)
     print(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -187,7 +186,9 @@ def _forecast(args: argparse.Namespace) -> int:
         store.close()
     out = forecast_rows(groups, args.at, level=args.level, reach=args.reach)
     if args.json:
-        print(json.dumps({"sweep": args.sweep, "metric": metric, "axis": axis, "variants": out}, indent=2))
+        from scalerl.harness.cli.output import emit
+
+        emit({"sweep": args.sweep, "metric": metric, "axis": axis, "variants": out})
         return 0
     intervals = f"{args.level:.0%} prediction intervals"
     print(f"sweep {args.sweep}: metric {metric} on {axis}; {len(out)} variant(s); {intervals}")

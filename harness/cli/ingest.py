@@ -18,9 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="import curves from W&B CSV exports, TensorBoard event files or log directories, "
         "parsed-log CSVs, verl JSONL, an MLflow tracking store or W&B runs (offline or a project)",
         description="Read each FILE (format auto-detected unless --format) and write its curves into "
-        "the store under SWEEP: one run per source run, one point per step. The x axis fills a "
-        "compute column: a step axis fills none (fit with --axis step), a time axis in seconds "
-        "fills wall_s and gpu_hours (x / 3600, one device assumed), else name it with --axis-unit. "
+        "the store under SWEEP: one run per source run, one point per step. The x axis (the step, "
+        "or --axis-column: any metric the runs log, such as perf/gpu_hours, or its running total "
+        "with --axis-cumulative) fills a compute column: a step axis fills none, a time axis in "
+        "seconds fills wall_s and gpu_hours (x / 3600, one device assumed), a name with hours, "
+        "tokens, flops or samples that column, else name it with --axis-unit. The sweep keeps the "
+        "axis and the metric (--metric, else the only or the one validation metric) as its "
+        "defaults, so `scalerl fit`, `report` and `forecast` need no --axis or --metric. "
         "Prints one line per file with what it lost, counted per reason; any loss exits 7 and "
         "writes nothing unless --allow-partial. A SOURCE is a file, a TensorBoard log directory "
         "(one run per directory holding event files; params from its params.json or hparams), "
@@ -48,13 +52,66 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--baseline", metavar="VALUE", help="the --variant-from value of the baseline runs")
     m.add_argument("--baseline-run", metavar="NAME", help="baseline run name (a glob for several seeds)")
     m.add_argument("--run-regex", metavar="RE", help="regex whose named groups add params from run names")
+    m.add_argument(
+        "--strict",
+        action="store_true",
+        help="a run the mapping does not match (it lacks a param the mapping reads) fails the import; "
+        "without it such a run is skipped and listed",
+    )
+    s = p.add_argument_group(
+        "choosing runs (see harness/importers/selection.py)",
+        "A run's state comes from its source (MLflow FINISHED/FAILED/KILLED/RUNNING, W&B "
+        "finished/failed/crashed/killed/running); files that record none are completed. Failed and "
+        "killed runs are left out of the sweep (and so of its verdicts) and listed. A filter is "
+        "name:GLOB, param:KEY=VALUE, tag:KEY=VALUE, param:KEY or tag:KEY (the run has it); a VALUE "
+        "matches exactly, as a glob, or as the same number (1e-4 matches 0.0001).",
+    )
+    s.add_argument(
+        "--include-failed",
+        action="store_true",
+        help="import failed and killed runs too (stored with their status, pooled in the verdicts)",
+    )
+    s.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="FILTER",
+        help="keep only runs matching FILTER (repeat: a run must match every one), e.g. tag:team=rl",
+    )
+    s.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="FILTER",
+        help="leave out runs matching FILTER (repeat: any one leaves a run out), e.g. 'name:debug-*'",
+    )
+    s.add_argument(
+        "--run-status",
+        action="append",
+        default=[],
+        metavar="NAME=STATE",
+        help="set the state of runs named NAME (a glob) whose source records none (TensorBoard, CSV, "
+        "JSON lines) or records it wrongly: completed, failed, killed, running, ...",
+    )
     p.add_argument("--sweep", required=True, metavar="NAME", help="store sweep to import into")
     p.add_argument("--metric", metavar="M", help="only this metric (exact name or glob)")
-    p.add_argument("--axis-column", metavar="C", help="x column/series (default: the file's step / x)")
+    p.add_argument(
+        "--axis-column",
+        metavar="C",
+        help="x axis: a column, series or any metric the runs log, such as perf/gpu_hours (default: "
+        "the source's step); points are joined to a logged metric by step",
+    )
+    p.add_argument(
+        "--axis-cumulative",
+        action="store_true",
+        help="the --axis-column metric counts what each step spent (verl's perf/total_num_tokens): "
+        "sum it into a running total, 0 before its first step",
+    )
     p.add_argument(
         "--axis-unit",
         choices=("step", "wall_s", "gpu_hours", "flops", "tokens", "samples"),
-        help="what the x axis measures (default: inferred from its name)",
+        help="which compute column the x axis fills (default: inferred from its name: hours -> "
+        "gpu_hours, tokens, flops, samples, time -> wall_s and gpu_hours, a step name -> none)",
     )
     p.add_argument(
         "--format",
@@ -112,6 +169,16 @@ def _read(args: argparse.Namespace) -> list[ImportResult]:
     sources = list(args.files) + ([PREFIX + args.mlflow_uri] if args.mlflow_uri else [])
     if not sources:
         raise ImportFormatError("nothing to import (fix: name a SOURCE, or pass --mlflow-uri URI)")
+    if args.axis_cumulative and not args.axis_column:
+        raise ImportFormatError(
+            "--axis-cumulative sums a per-step count, and no --axis-column names one "
+            "(fix: e.g. --axis-column perf/total_num_tokens --axis-cumulative)"
+        )
+    if args.axis_column and not args.axis_unit:
+        from scalerl.harness.importers.ingest import infer_unit
+
+        infer_unit(args.axis_column)  # a rate or an unknown unit fails before any source is read
+    axis = {"axis_column": args.axis_column, "axis_cumulative": args.axis_cumulative}
     results: list[ImportResult] = []
     for src in sources:
         if src.startswith(PREFIX):
@@ -122,28 +189,24 @@ def _read(args: argparse.Namespace) -> list[ImportResult]:
                     src.removeprefix(PREFIX),
                     args.experiment,
                     metric=args.metric,
-                    axis_column=args.axis_column,
+                    **axis,
                 )
             )
         elif src.startswith(OFFLINE_PREFIX) or (
             args.fmt is None and Path(src).is_dir() and offline_run_dirs(src)
         ):
-            results.extend(
-                read_wandb_offline(
-                    src.removeprefix(OFFLINE_PREFIX), metric=args.metric, axis_column=args.axis_column
-                )
-            )
+            results.extend(read_wandb_offline(src.removeprefix(OFFLINE_PREFIX), metric=args.metric, **axis))
         elif src.startswith(API_PREFIX):
             path = src.removeprefix(API_PREFIX)
-            results.append(read_wandb_project(path, metric=args.metric, axis_column=args.axis_column))
+            results.append(read_wandb_project(path, metric=args.metric, **axis))
         elif Path(src).is_dir():
             if args.fmt not in (None, "tensorboard"):
                 raise ImportFormatError(
                     f"{src}: a directory is read as a TensorBoard log directory (fix: drop --format)"
                 )
-            results.extend(read_logdir(src, metric=args.metric, axis_column=args.axis_column))
+            results.extend(read_logdir(src, metric=args.metric, **axis))
         else:
-            results.append(read_file(src, fmt=args.fmt, metric=args.metric, axis_column=args.axis_column))
+            results.append(read_file(src, fmt=args.fmt, metric=args.metric, **axis))
     return results
 
 
@@ -152,8 +215,12 @@ def _import(args: argparse.Namespace) -> int:
     from scalerl.harness.errors import ImportFormatError
     from scalerl.harness.importers.base import check_run_names, partial_message
     from scalerl.harness.importers.ingest import import_curves, run_params
+    from scalerl.harness.importers.selection import RunFilter, parse_statuses, relogged_runs, select_runs
 
     mapping = _mapping(args)  # a bad mapping file fails before any source is read
+    only = [RunFilter.parse(t, "--only") for t in args.only]
+    exclude = [RunFilter.parse(t, "--exclude") for t in args.exclude]
+    statuses = parse_statuses(args.run_status)
     # Read (and validate) every source before writing anything: a bad one leaves the store untouched.
     results = _read(args)
     for r in results:
@@ -164,14 +231,34 @@ def _import(args: argparse.Namespace) -> int:
         raise ImportFormatError(f"nothing imported: {partial_message(partial)}")
     curves = [c for r in results for c in r.curves]
     check_run_names(curves)  # before mapping: runs of one name would merge there already
+    chosen = select_runs(
+        curves, include_failed=args.include_failed, only=only, exclude=exclude, statuses=statuses
+    )
+    for out in chosen.left_out:
+        print(f"left out run {out.run!r}: {out.reason}")
+    curves = list(chosen.curves)
+    if not curves:
+        raise ImportFormatError(
+            f"nothing to import: all {len(chosen.left_out)} run(s) were left out (fix: check "
+            "--only/--exclude, or pass --include-failed to import failed and killed runs)"
+        )
+    relogged = relogged_runs(curves)
+    for run, n in relogged.items():
+        print(f"run {run!r}: {n} step(s) re-logged after a restart; later values kept")
     roles = None
+    skipped: dict[str, str] = {}
     if mapping is not None:
-        roles = mapping.assign(run_params(curves))
+        roles, skipped = mapping.match(run_params(curves), strict=args.strict)
+        for run, why in skipped.items():
+            print(f"skipped run {run!r}: the mapping does not match it: {why} (--strict makes this an error)")
+        curves = [c for c in curves if c.run in roles]
         variants = sorted({r.variant for r in roles.values()})
         print(f"mapped {len(roles)} run(s) onto {len(variants)} variant(s): {', '.join(variants)}")
     store = db.open_store(args.db)
     try:
-        summary = import_curves(store, curves, args.sweep, axis_unit=args.axis_unit, roles=roles)
+        summary = import_curves(
+            store, curves, args.sweep, axis_unit=args.axis_unit, roles=roles, metric=args.metric
+        )
     finally:
         store.close()
     print(
@@ -179,4 +266,22 @@ def _import(args: argparse.Namespace) -> int:
         f"{summary.runs} run(s) ({summary.new_runs} new); metrics: {', '.join(summary.metrics[:8])}"
         + (" ..." if len(summary.metrics) > 8 else "")
     )
+    print(summary.defaults_line())
+    if args.json:
+        import dataclasses
+        from collections.abc import Mapping
+
+        from scalerl.harness.cli.output import emit
+
+        sources = [{"source": r.source, "curves": len(r.curves), "points": r.points,
+                    "lost": r.losses.describe() if r.losses else None} for r in results]  # fmt: skip
+        left_out: list[dict[str, str | None]] = [
+            {"run": o.run, "status": o.status, "reason": o.reason} for o in chosen.left_out
+        ]
+        left_out += [
+            {"run": run, "status": None, "reason": f"unmapped: {why}"} for run, why in skipped.items()
+        ]
+        fields = {f.name: getattr(summary, f.name) for f in dataclasses.fields(summary)}
+        fields = {k: dict(v) if isinstance(v, Mapping) else v for k, v in fields.items()}
+        emit({**fields, "sources": sources, "left_out": left_out, "relogged_steps": relogged})
     return 0

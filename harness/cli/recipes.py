@@ -10,12 +10,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scalerl.harness.cli.args import non_negative_int
+from scalerl.harness.cli.output import emit
 from scalerl.harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for dup in result.duplicates:
         print(f"scalerl: warning: {dup.message}", file=sys.stderr)
     if args.json:
-        print(json.dumps([r.as_row() for r in result.runs], indent=2))
+        emit([r.as_row() for r in result.runs])
         return 0
     rows = [["variant", "knob", "from -> to", "seed", "run id", "budget"]]
     for r in result.runs:
@@ -105,6 +105,8 @@ def cmd_config(args: argparse.Namespace) -> int:
         # Any seed is fine here: the seed only enters the run id, not the config.
         run = result.run(dup.same_as if dup else names[0], result.sweep.seeds[0])
         recipe = run.recipe
+        about = {"sweep": result.sweep.sweep, "variant": names[0], "same_as": dup.same_as if dup else None,
+                 "seed": seed, "run_id": run_id(recipe, seed), "config_hash": run.config_hash}  # fmt: skip
         header = (
             f"# sweep {result.sweep.sweep}, variant {names[0]}"
             + (f" (same config as {dup.same_as})" if dup else "")
@@ -121,10 +123,19 @@ def cmd_config(args: argparse.Namespace) -> int:
             )
         recipe = load_recipe(path, overrides)
         seed = args.seed if args.seed is not None else 0
+        about = {"recipe": str(path), "seed": seed, "run_id": run_id(recipe, seed),
+                 "config_hash": config_hash(recipe)}  # fmt: skip
         header = (
             f"# recipe {path}, seed {seed}\n# run_id {run_id(recipe, seed)}\n"
             f"# config_hash {config_hash(recipe)}\n"
         )
+    if args.json:
+        from dataclasses import asdict
+
+        from scalerl.harness.rl.inputs import local_paths
+
+        emit({**about, "config": recipe.resolved(), "local_paths": [asdict(p) for p in local_paths(recipe)]})
+        return 0
     print(header + yaml.safe_dump(recipe.resolved(), sort_keys=False, allow_unicode=True), end="")
     _print_paths(recipe)
     return 0

@@ -16,16 +16,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Write the sweep's curves, fitted sigmoids with extrapolations, the knob map and the "
             "verdict table as one HTML file that works offline. Reads the store only; fits are "
-            "computed for the page (not stored) when `scalerl fit` has not been run."
+            "computed for the page (not stored) when `scalerl fit` has not been run. When the "
+            "sweep has points but no fits can be had (none stored, none computable: e.g. no point "
+            "on the axis), it says what is missing, writes nothing and exits 6."
         ),
     )
     p.add_argument("sweep", metavar="SWEEP", help="sweep name (see `scalerl status`)")
     p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default: %(default)s)")
     p.add_argument("--db", default=None, metavar="URL",
                    help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)")  # fmt: skip
-    p.add_argument("--metric", default="val/pass_rate", help="metric to plot and fit (default: %(default)s)")
+    p.add_argument("--metric", default=None,
+                   help="metric to plot and fit (default: the sweep's fit.metric, "
+                   "else val/pass_rate)")  # fmt: skip
     p.add_argument("--axis", default=None, choices=("gpu_hours", "flops", "tokens", "samples", "step"),
-                   help="compute axis (default: the stored fits' axis, else flops)")  # fmt: skip
+                   help="compute axis (default: the stored fits' axis, else the sweep's fit.axis, "
+                   "else flops)")  # fmt: skip
     p.add_argument("--max-points", type=whole(10, 1_000_000), default=400, metavar="N",
                    help="points drawn per run; longer runs are downsampled for display only "
                    "(default: %(default)s)")  # fmt: skip
@@ -35,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_report(args: argparse.Namespace) -> int:
     from scalerl import db
     from scalerl.db.engine import resolve_url
-    from scalerl.harness.report.build import load_report_data
+    from scalerl.harness.errors import AnalysisError
+    from scalerl.harness.report.build import load_report_data, missing_fits
     from scalerl.harness.report.document import render_html
 
     if args.max_points < 10:
@@ -52,6 +58,9 @@ def run_report(args: argparse.Namespace) -> int:
         store, args.sweep, metric=args.metric, axis=args.axis,
         store_kind=resolve_url(args.db).get_backend_name(), max_points_per_run=args.max_points,
     )  # fmt: skip
+    missing = missing_fits(data)
+    if missing is not None:  # a page of curves on an empty axis would pass for a report
+        raise AnalysisError(missing)
     page = render_html(data)
     # Write beside the target and rename, so a reader never opens a half-written report.
     tmp = out.with_name(f".{out.name}.tmp")
@@ -64,4 +73,9 @@ def run_report(args: argparse.Namespace) -> int:
                           fix="pick a writable file path") from None  # fmt: skip
     size_mb = out.stat().st_size / 1e6
     print(f"report: {out.resolve()} ({size_mb:.1f} MB, {len(data.runs)} runs, fits: {data.fits_source})")
+    if args.json:
+        from scalerl.harness.cli.output import emit
+
+        emit({"report": str(out.resolve()), "bytes": out.stat().st_size, "runs": len(data.runs),
+              "fits": data.fits_source})  # fmt: skip
     return 0

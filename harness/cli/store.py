@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 
+from scalerl.harness.cli.output import emit
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("db", help="results store: schema upgrade, revision, spool replay")
@@ -52,6 +54,8 @@ def _upgrade(args: argparse.Namespace) -> int:
         print(f"store {where}: already at revision {after} (head)")
     else:
         print(f"store {where}: upgraded {before or '(empty)'} -> {after}")
+    if args.json:
+        emit({"store": where, "before": before, "after": after, "upgraded": before != after})
     return 0
 
 
@@ -74,6 +78,8 @@ def _current(args: argparse.Namespace) -> int:
     head = schema.head_revision()
     state = "up to date" if current == head else f"out of date: run `{schema.upgrade_command(bundle)}`"
     print(f"store {where}: revision {current or '(none)'}, code head {head} ({state})")
+    if args.json:
+        emit({"store": where, "revision": current, "head": head, "up_to_date": current == head})
     return 0 if current == head else 1
 
 
@@ -101,5 +107,12 @@ def _replay(args: argparse.Namespace) -> int:
         )
         for path in report.quarantined:
             print(f"    {path}")
+    if args.json:
+        emit({"store": store.url, "spool": str(spool_dir(args.spool)), "files": report.files,
+              "points": report.points, "fenced_points": report.fenced_points,
+              "skipped_in_use": [str(p) for p in report.skipped_in_use],
+              "kept_unknown_run": [str(p) for p in report.kept_unknown_run],
+              "quarantined_points": report.quarantined_points,
+              "quarantined": [str(p) for p in report.quarantined]})  # fmt: skip
     # Not everything reached the store: say so in the exit code too.
     return 1 if report.kept_unknown_run or report.quarantined_points else 0

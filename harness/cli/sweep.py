@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.harness.cli.args import real, whole
+from scalerl.harness.cli.output import emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=real(0.0, lo_open=True),  # finite and > 0: `--extend nan` never reaches a run
         metavar="BUDGET",
         help="resume completed / stopped runs from their checkpoints to this budget (the sweep's unit)",
+    )
+    p.add_argument(
+        "--on-code-change",
+        choices=("refuse", "reuse", "rerun"),
+        help="runs that other code made (another commit, dirty diff or package version): refuse to "
+        "submit (default), reuse their results, or rerun them from scratch (default: the sweep's "
+        "on_code_change)",
     )
     p.add_argument("--json", action="store_true", help="print the submission's decisions as JSON")
     p.add_argument("--db", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)")
@@ -77,7 +85,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if sweep.design == "optuna":
         return _search(args, sweep)
     from scalerl import db
-    from scalerl.harness.execution.progress import follow, wait_tick
+    from scalerl.harness.execution.progress import Display, follow, wait_tick
     from scalerl.harness.execution.sweep import extend, launch, prepare
 
     prepared = prepare(
@@ -91,15 +99,23 @@ def _sweep(args: argparse.Namespace) -> int:
         loaded=sweep,
     )
     store = db.open_store(args.db)
+    state_dir = prepared.executor.ctx.state_dir
+    doc: dict[str, Any] | None = None  # the --json document, sent once the command is done
     if args.extend is not None:
-        _print_extend(extend(store, prepared, args.extend), prepared.executor.ctx.state_dir)
-    else:
-        report = launch(store, prepared)
+        extended = extend(store, prepared, args.extend, on_code_change=args.on_code_change)
         if args.json:
-            _print_report_json(report, prepared.executor.ctx.state_dir)
+            doc = _extend_json(extended, state_dir)
         else:
-            _print_report(report, len(prepared.specs), prepared.executor.ctx.state_dir)
+            _print_extend(extended, state_dir)
+    else:
+        report = launch(store, prepared, on_code_change=args.on_code_change)
+        if args.json:
+            doc = _report_json(report, state_dir)
+        else:
+            _print_report(report, len(prepared.specs), state_dir)
     if not args.wait:
+        if doc is not None:
+            emit(doc)
         return 0
     name = prepared.sweep.sweep
     # The store is ours to read every couple of seconds; the scheduler is shared, so squeue/sacct
@@ -107,9 +123,24 @@ def _sweep(args: argparse.Namespace) -> int:
     on_slurm = prepared.executor.name == "slurm"
     every = args.poll_s or (prepared.executor.ctx.profile.poll_s if on_slurm else 2.0)
     fit = prepared.sweep.fit
-    tick = wait_tick(store, name, every_s=every, stop_when=fit.stop_when, confidence=fit.confidence)
-    snap = follow(store, name, metric=prepared.sweep.fit.metric, before_tick=tick)
+    display = Display(sys.stdout)  # under --json, sys.stdout is stderr here (scalerl.harness.cli.output)
+    tick = wait_tick(
+        store, name, every_s=every, stop_when=fit.stop_when, confidence=fit.confidence, say=display.say
+    )
+    snap = follow(store, name, metric=prepared.sweep.fit.metric, before_tick=tick, display=display)
+    if doc is not None:
+        emit({**doc, "final": snap.as_dict()})
     return 1 if snap.failed else 0
+
+
+def _extend_json(report: Any, state_dir: Path) -> dict[str, Any]:
+    rows = [
+        {"run_id": d.spec.run_id, "variant": d.spec.variant, "seed": d.spec.seed, "action": d.action,
+         "reason": d.reason}
+        for d in report.decisions
+    ]  # fmt: skip
+    return {"sweep": report.sweep, "executor": report.executor, "budget": report.budget, "unit": report.unit,
+            "state_dir": str(state_dir), "decisions": rows}  # fmt: skip
 
 
 def _print_extend(report: Any, state_dir: Path) -> None:
@@ -123,26 +154,26 @@ def _print_extend(report: Any, state_dir: Path) -> None:
     print(f"run files: {state_dir}")
 
 
-def _print_report_json(report: Any, state_dir: Path) -> None:
-    import json
-
+def _report_json(report: Any, state_dir: Path) -> dict[str, Any]:
     jobs = {h.run_id: h.job_id for h in report.handles}
     rows = [
         {"run_id": d.spec.run_id, "variant": d.spec.variant, "seed": d.spec.seed, "action": d.action,
          "reason": d.reason, "job_id": jobs.get(d.spec.run_id)}
         for d in report.decisions
     ]  # fmt: skip
-    print(json.dumps({"sweep": report.sweep, "executor": report.executor, "state_dir": str(state_dir),
-                      "decisions": rows}, indent=1))  # fmt: skip
+    code = report.code.as_json() if report.code is not None else None
+    return {"sweep": report.sweep, "executor": report.executor, "state_dir": str(state_dir),
+            "decisions": rows, "code_change": code}  # fmt: skip
 
 
 def _print_report(report: Any, planned: int, state_dir: Path) -> None:
-    submitted = report.count("submit", "retry")
+    submitted = report.count("submit", "retry", "rerun")
     print(
         f"sweep {report.sweep}: {planned} runs planned; submitted {submitted} to {report.executor} "
         f"({report.count('retry')} retries); skipped {report.count('skip-completed')} completed, "
         f"{report.count('skip-running')} running; {report.count('exhausted')} failed with no retries left"
         + (f"; {n} stopped early (--extend resumes them)" if (n := report.count("skip-stopped")) else "")
+        + (f"; {n} rerun under new code" if (n := report.count("rerun")) else "")
     )
     jobs = {h.run_id: h.job_id for h in report.handles}
     for d in report.decisions:
@@ -150,13 +181,17 @@ def _print_report(report: Any, planned: int, state_dir: Path) -> None:
         print(
             f"  {d.action:<15} {d.spec.variant:<28} seed {d.spec.seed:<3} {d.spec.run_id}{job}  ({d.reason})"
         )
+    for line in report.code.lines() if report.code is not None else []:
+        print(f"warning: {line}" if not line.startswith("  ") else line)
     print(f"run files: {state_dir}")
 
 
 def _status(args: argparse.Namespace) -> int:
     from scalerl import db
+    from scalerl.harness.execution.codechange import mixed_warning
+    from scalerl.harness.execution.executors.local_slots import sweep_waiting
     from scalerl.harness.execution.progress import snapshot
-    from scalerl.harness.execution.status import sync, views
+    from scalerl.harness.execution.status import latest_handles, sync, views
 
     store = db.open_store(args.db, create=False)  # status never creates a store
     name = _sweep_name(args.sweep)
@@ -165,32 +200,40 @@ def _status(args: argparse.Namespace) -> int:
         states = sync(store, name)
     except db.StoreReadOnlyError:
         # A read-only store: show the scheduler's states without recording dead jobs as failed.
-        from scalerl.harness.execution.status import latest_handles, poll_jobs
+        from scalerl.harness.execution.status import poll_jobs
 
         states = poll_jobs(latest_handles(store, name))
         print(f"note: store {store.url} is read-only: job states shown, not synced into it", file=sys.stderr)
     rows = views(store, name, states)
     snap = snapshot(store, name)
+    # Local runs queued behind machine-wide slots: whose runs hold them.
+    waits = sweep_waiting(latest_handles(store, name).values()) if snap.waiting else []
     if args.json:
         import dataclasses
-        import json
 
-        counts = {
-            k: getattr(snap, k) for k in ("total", "completed", "running", "failed", "cancelled", "stopped")
-        }
-        out = {
-            "sweep": name,
-            "counts": {**counts, "points": snap.points},
-            "runs": [dataclasses.asdict(r) for r in rows],
-        }
-        print(json.dumps(out, indent=1, default=str))
+        emit(
+            {
+                "sweep": name,
+                "counts": snap.as_dict(),
+                "runs": [dataclasses.asdict(r) for r in rows],
+                "waiting": [w.as_dict() for w in waits],
+            }
+        )
         return 0
     print(f"sweep {name}: {snap.headline()}")
-    print(f"  {'run_id':<20} {'variant':<28} {'seed':>4} {'status':<10} {'att':>3} {'job':<24} job state")
+    for w in waits:
+        print(f"  {w.describe()}")
+    mixed = mixed_warning(r.provenance for r in rows)
+    if mixed:
+        print(f"warning: {mixed}")
+    print(
+        f"  {'run_id':<20} {'variant':<28} {'seed':>4} {'status':<10} {'att':>3} {'code':<14} "
+        f"{'job':<24} job state"
+    )
     for r in rows:
         print(
             f"  {r.run_id:<20} {r.variant[:28]:<28} {r.seed:>4} {r.status:<10} {r.attempts:>3} "
-            f"{r.job[:24]:<24} {r.job_state}"
+            f"{r.code[:14]:<14} {r.job[:24]:<24} {r.job_state}"
         )
         if r.error and r.status == "failed":
             print(f"      error: {r.error.strip().splitlines()[0][:160]}")
@@ -225,6 +268,8 @@ def _cancel(args: argparse.Namespace) -> int:
         more = "; its workers start no further trial" if search == "cancelled" else ""
         print(f"search {name}: {search}{more}")
     print(f"sweep {name}: cancelled {runs} run(s)", file=sys.stdout)
+    if args.json:
+        emit({"sweep": name, "cancelled": runs, "runs": done, "search": search})
     if runs or search == "cancelled":
         return 0
     # Asked to cancel and nothing was: say so in the exit status, not only in the text above.
@@ -281,9 +326,22 @@ def _search(args: argparse.Namespace, sweep: Any) -> int:
         f"objective {sec.objective.kind} ({sec.objective.direction}); workers on {executor}: {shown}"
     )
     print(f"study {sec.study or sweep.sweep} in the store's database; run files: {state_dir}")
+    doc = {
+        "sweep": sweep.sweep,
+        "study": sec.study or sweep.sweep,
+        "executor": executor,
+        "workers": list(launched.job_ids),
+        "n_trials": sec.n_trials,
+        "state_dir": str(state_dir),
+    }
     if not args.wait and executor != "debug":
+        if args.json:
+            emit(doc)
         return 0
     study = wait_search(sweep, launched, url, interval_s=0.0 if executor == "debug" else 5.0)
     from optuna.trial import TrialState
 
-    return 1 if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) else 0
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if args.json:
+        emit({**doc, "completed_trials": len(complete)})
+    return 1 if not complete else 0

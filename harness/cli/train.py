@@ -83,6 +83,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     print(f"run {rid}: {result.steps} steps, {result.reason}; checkpoint in {workdir}")
+    if args.json:
+        from scalerl.harness.cli.output import emit
+
+        emit({"run_id": rid, "steps": result.steps, "reason": result.reason, "stopped": result.stopped,
+              "workdir": str(workdir), "stored": not args.no_db})  # fmt: skip
     return 130 if result.stopped else 0
 
 
@@ -107,7 +112,12 @@ def _train_into_store(
                 config_hash=chash,
             )
         )
-        attempt = store.start_attempt(rid, executor="cli", job_id=None, host=socket.gethostname())
+        from scalerl.harness.execution.provenance import for_runners
+
+        code = for_runners(["reference"])["reference"]  # the reference trainer: this package's code
+        attempt = store.start_attempt(
+            rid, executor="cli", job_id=None, host=socket.gethostname(), provenance=code
+        )
         writer = store.writer(rid, attempt)
         try:
             result: TrainResult = train(recipe, args.seed, sink=writer, workdir=workdir, stop=stop)

@@ -6,8 +6,10 @@ debug executor calls in-process. One call:
 
 1. skips a run the store already has as completed, pruned or stopped-decided (a duplicate or
    late requeue does nothing);
-2. ``attempt = store.start_attempt(...)``, which bumps the run's attempt and fences every older
-   attempt's writer;
+2. ``attempt = store.start_attempt(...)``, which bumps the run's attempt, fences every older
+   attempt's writer and records the code the submission captured (``spec.provenance``); a run
+   resubmitted with ``on_code_change: rerun`` starts over here (``spec.restart_after``: its old
+   points and checkpoint go);
 3. runs the runner with ``store.writer(run_id, attempt)`` in a worker thread, so the main thread
    stays free to take submitit's USR2 handler;
 4. ``finish_run(completed)``, or ``finish_run(failed, error=...)`` with the error text, and
@@ -116,21 +118,29 @@ def execute(
     if existing is not None and existing.status in ("completed", "pruned", "stopped-decided"):
         return "skipped"  # `scalerl sweep --extend` marks a run submitted before resuming it
     workdir = Path(spec.workdir)
-    if existing is not None and existing.attempts == 0 and workdir.exists():
+    # A rerun under new code (`on_code_change: rerun`) starts over once: the first attempt after
+    # the resubmission that asked for it; a requeue of that attempt resumes as usual.
+    restart = (
+        existing is not None and spec.restart_after is not None and existing.attempts == spec.restart_after
+    )
+    if existing is not None and (existing.attempts == 0 or restart) and workdir.exists():
         # A first attempt starts from scratch: a workdir left by another store (a deleted
         # scalerl.db, a different --db) holds a checkpoint whose points this store never saw.
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     job_id, host = current_job_id(executor), socket.gethostname()
+    code = spec.provenance
     try:
         runner = get_runner(spec.typed_recipe().runner.type)
-        resume_step = runner.resume_step(workdir)
+        resume_step = -1 if restart else runner.resume_step(workdir)  # -1: every old point goes
     except Exception as exc:  # e.g. an unreadable checkpoint: record it on the run, not only in a log
-        failed = store.start_attempt(spec.run_id, executor=executor, job_id=job_id, host=host)
+        failed = store.start_attempt(
+            spec.run_id, executor=executor, job_id=job_id, host=host, provenance=code
+        )
         store.finish_run(spec.run_id, failed, "failed", error=error_text(exc))
         raise
     attempt = store.start_attempt(
-        spec.run_id, executor=executor, job_id=job_id, host=host, resume_step=resume_step
+        spec.run_id, executor=executor, job_id=job_id, host=host, resume_step=resume_step, provenance=code
     )
     if attempt_box is not None:
         attempt_box.append(attempt)

@@ -47,6 +47,12 @@ class RunSpec:
     ``recipe`` is the full recipe (``Recipe.model_dump(mode="json")``), not only its resolved
     identity, so the job can rebuild the typed :class:`Recipe`. ``db_url`` is ``None`` when the
     job should use ``$SCALERL_DB_URL`` / the default store (keeps passwords out of spec files).
+
+    ``provenance``: the code the submission captured (:mod:`scalerl.harness.execution.provenance`),
+    recorded on the run by the attempt that runs it. ``restart_after``: set when a resubmission
+    reruns the run under new code (``on_code_change: rerun``): the run's attempt count at that
+    moment; the next attempt (only that one, not a later requeue) discards the run's points and
+    checkpoint and starts from scratch.
     """
 
     sweep: str
@@ -60,6 +66,8 @@ class RunSpec:
     db_url: str | None = None
     resources: Resources = field(default_factory=Resources)
     checkpoint_grace_s: float = 60.0
+    provenance: dict[str, Any] | None = None
+    restart_after: int | None = None
 
     def __post_init__(self) -> None:
         from scalerl.db.redaction import refuse_secret

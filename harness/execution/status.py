@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scalerl.harness.execution import provenance
 from scalerl.harness.execution.executors.base import ExecutorContext, JobHandle, JobState, get_executor
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,10 @@ class RunView:
     job: str
     job_state: str
     error: str | None
+    # The code the run's latest attempt ran: ``1a2b3c4+dirty``, ``no-git`` or ``unknown``
+    # (scalerl.harness.execution.provenance.short), and the full record (None: unknown).
+    code: str = "unknown"
+    provenance: dict[str, Any] | None = None
 
 
 def _records(store: Any, sweep: str) -> list[Any]:
@@ -130,6 +135,7 @@ def views(store: Any, sweep: str, states: Mapping[str, JobState]) -> list[RunVie
     for rec in _records(store, sweep):
         handle = handles.get(rec.run_id)
         state = states.get(rec.run_id)
+        prov = rec.provenance if isinstance(getattr(rec, "provenance", None), dict) else None
         out.append(
             RunView(
                 run_id=rec.run_id,
@@ -140,6 +146,8 @@ def views(store: Any, sweep: str, states: Mapping[str, JobState]) -> list[RunVie
                 job=f"{handle.executor}:{handle.job_id}" if handle else "-",
                 job_state=state.value if state else "-",
                 error=getattr(rec, "error", None),
+                code=provenance.short(prov),
+                provenance=prov,
             )
         )
     return out

@@ -8,7 +8,10 @@ For every planned run, in plan order:
 - ``failed``                           -> retried while its retries (submissions after the first)
   are fewer than ``max_retries``; else reported as exhausted;
 - never submitted, ``cancelled``, or ``pending`` / ``submitted`` / ``running`` whose job is gone
-  -> submitted.
+  -> submitted;
+- made by other code than this submission's, under ``on_code_change: rerun``, and not running
+  -> ``rerun`` from scratch (:mod:`scalerl.harness.execution.codechange`; ``refuse`` stopped the
+  submission before this point, ``reuse`` keeps the rules above and says so in the reason).
 
 A submitted run's status is ``submitted`` until its job calls ``start_attempt`` (``running``).
 
@@ -19,17 +22,20 @@ a run whose process was killed is seen as failed, not running. Submissions are r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from scalerl.harness.execution import codechange, provenance
+from scalerl.harness.execution.codechange import CodeCheck
 from scalerl.harness.execution.executors.base import Executor, JobHandle, JobState
 from scalerl.harness.execution.spec import Resources, RunSpec
 from scalerl.harness.execution.status import latest_handles, submissions, sync
 
-Action = Literal["submit", "retry", "skip-completed", "skip-stopped", "skip-running", "exhausted"]
+Action = Literal["submit", "retry", "rerun", "skip-completed", "skip-stopped", "skip-running", "exhausted"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,7 @@ class Decision:
 
     @property
     def submits(self) -> bool:
-        return self.action in ("submit", "retry")
+        return self.action in ("submit", "retry", "rerun")
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,7 @@ class SubmitReport:
     executor: str
     decisions: tuple[Decision, ...]
     handles: tuple[JobHandle, ...]
+    code: CodeCheck | None = None  # runs other code made (None: not checked)
 
     def count(self, *actions: Action) -> int:
         return sum(d.action in actions for d in self.decisions)
@@ -111,9 +118,33 @@ def register(store: Any, sweep_name: str, sweep_spec: dict[str, Any], planned: S
 
 
 def decide(
-    store: Any, specs: Sequence[RunSpec], max_retries: int, states: dict[str, JobState]
+    store: Any,
+    specs: Sequence[RunSpec],
+    max_retries: int,
+    states: dict[str, JobState],
+    code: CodeCheck | None = None,
 ) -> list[Decision]:
     """What to do with each run; see the module docstring for the rules."""
+    out = _decide(store, specs, max_retries, states)
+    changed = code.by_run() if code is not None else {}
+    if not changed:
+        return out
+    assert code is not None
+    for i, d in enumerate(out):
+        c = changed.get(d.spec.run_id)
+        if c is None:
+            continue
+        what = f"made by other code: {provenance.describe(c.diffs)}"
+        if code.policy == "rerun" and d.action != "skip-running":
+            out[i] = Decision(d.spec, "rerun", f"{d.reason}; {what}; rerun from scratch")
+        else:
+            out[i] = Decision(d.spec, d.action, f"{d.reason}; {what}")
+    return out
+
+
+def _decide(
+    store: Any, specs: Sequence[RunSpec], max_retries: int, states: dict[str, JobState]
+) -> list[Decision]:
     sweep = specs[0].sweep if specs else ""
     handles = latest_handles(store, sweep) if specs else {}
     counts = submissions(store, sweep) if specs else {}
@@ -158,15 +189,29 @@ def submit_sweep(
     specs: Sequence[RunSpec],
     *,
     max_retries: int,
+    code: CodeCheck | None = None,
 ) -> SubmitReport:
-    """Sync, decide, submit (one call to the executor), record ``submitted`` events."""
+    """Sync, decide, submit (one call to the executor), record ``submitted`` events.
+
+    ``code``: what :func:`scalerl.harness.execution.codechange.check` found for ``specs`` (whose
+    ``provenance`` the jobs record); its changed runs get a ``code-changed`` event and, under
+    ``rerun``, start from scratch."""
     sweep = specs[0].sweep if specs else ""
     states = sync(store, sweep) if specs else {}
-    decisions = decide(store, specs, max_retries, states)
-    todo = [d.spec for d in decisions if d.submits]
+    decisions = decide(store, specs, max_retries, states, code)
+    changed = code.by_run() if code is not None else {}
+    todo = [
+        dataclasses.replace(d.spec, restart_after=changed[d.spec.run_id].attempts)
+        if d.action == "rerun"
+        else d.spec
+        for d in decisions
+        if d.submits
+    ]
+    if code is not None and code.changed:
+        codechange.log(store, sweep, code)
     # Marked before the executor sees them: a job may start (or, with the debug executor, finish)
     # before submit() returns, and its own status must not be overwritten.
     store.mark_runs([spec.run_id for spec in todo], "submitted")
     handles = executor.submit(todo) if todo else []
     store.log_events(sweep, "submitted", {h.run_id: h.as_event() for h in handles})
-    return SubmitReport(sweep, executor.name, tuple(decisions), tuple(handles))
+    return SubmitReport(sweep, executor.name, tuple(decisions), tuple(handles), code)

@@ -8,12 +8,14 @@ submits (:func:`scalerl.harness.execution.submit.submit_sweep`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from scalerl.harness.errors import ConfigError
+from scalerl.harness.execution.codechange import CodeCheck, Policy, attach, check, enforce, resolve_policy
 from scalerl.harness.execution.executors.base import Executor, ExecutorContext, get_executor
 from scalerl.harness.execution.profile import SlurmProfile, load_profile
 from scalerl.harness.execution.spec import Resources, RunSpec
@@ -176,24 +178,76 @@ def prepare(
     from scalerl.harness.execution.runners.trl import check_specs
 
     check_specs(specs)  # a knob TRL cannot express is refused before anything is submitted
+    if name == "local":
+        from scalerl.harness.execution.executors.local_gpus import check_gpus
+
+        check_gpus(specs)  # more GPUs than the machine has would wait in the queue forever
     ex = get_executor(name, ExecutorContext(state, prof, max_parallel))
     return Prepared(sweep, planned.runs, tuple(specs), ex, sweep.max_retries)
 
 
-def launch(store: Any, prepared: Prepared) -> SubmitReport:
+def not_code(store: Any, prepared: Prepared) -> list[Path]:
+    """Paths whose changes are not trainer code: the sweep's state dir (workdirs, checkpoints, job
+    files), the SQLite store and its WAL files, the default ``.scalerl`` folder and the sweep file
+    with its base recipe (their settings are in each run's config and id already)."""
+    paths = [prepared.executor.ctx.state_dir, Path(".scalerl")]
+    db_file = getattr(store, "sqlite_path", None)
+    if db_file:
+        paths += [Path(db_file + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+    sweep = prepared.sweep
+    with contextlib.suppress(ConfigError):  # a sweep built without a file has none to leave out
+        paths += [Path(sweep.path), Path(sweep.path).parent / sweep.base]
+    return paths
+
+
+def check_code(store: Any, prepared: Prepared, policy: Policy | None) -> tuple[list[RunSpec], CodeCheck]:
+    """The specs with the code they will run, and what changed since their stored runs were made;
+    raises (nothing submitted) when the policy is ``refuse`` and anything did."""
+    chosen = resolve_policy(policy, getattr(prepared.sweep, "on_code_change", None))
+    specs = attach(prepared.specs, exclude=not_code(store, prepared))
+    result = check(store, specs, chosen)
+    try:
+        where = str(prepared.sweep.path)
+    except ConfigError:
+        where = f"sweep {prepared.sweep.sweep}"
+    enforce(result, where=where)
+    return specs, result
+
+
+def launch(store: Any, prepared: Prepared, *, on_code_change: Policy | None = None) -> SubmitReport:
+    """Register and submit the missing runs. ``on_code_change`` overrides the sweep file's policy
+    for runs other code made (:mod:`scalerl.harness.execution.codechange`)."""
     from scalerl.harness.execution.extend import apply_extensions
 
     sweep = prepared.sweep
+    specs, code = check_code(store, prepared, on_code_change)  # before anything is written
     register(store, sweep.sweep, sweep.model_dump(mode="json", by_alias=True), prepared.planned)
     # A run extended by `--extend` trains to its extended budget when it is submitted again.
-    specs = apply_extensions(store, prepared.specs)
-    return submit_sweep(store, prepared.executor, specs, max_retries=prepared.max_retries)
+    specs = apply_extensions(store, specs)
+    return submit_sweep(store, prepared.executor, specs, max_retries=prepared.max_retries, code=code)
 
 
-def extend(store: Any, prepared: Prepared, budget: float) -> Any:
-    """``scalerl sweep --extend BUDGET``: :func:`scalerl.harness.execution.extend.extend_sweep`."""
+def extend(store: Any, prepared: Prepared, budget: float, *, on_code_change: Policy | None = None) -> Any:
+    """``scalerl sweep --extend BUDGET``: :func:`scalerl.harness.execution.extend.extend_sweep`.
+
+    An extension continues a run from its checkpoint, so new code would be stitched onto the old
+    curve: ``refuse`` stops it, ``reuse`` goes ahead (each attempt's code is on its ``started``
+    event), and ``rerun`` is refused here (rerun first, then extend)."""
     from scalerl.harness.execution.extend import extend_sweep
 
     sweep = prepared.sweep
+    specs, code = check_code(store, prepared, on_code_change)
+    if code.changed and code.policy == "rerun":
+        raise ConfigError(
+            "--extend continues runs from their checkpoints; it cannot rerun them under new code",
+            field="--on-code-change",
+            value="rerun",
+            fix="run `scalerl sweep FILE --on-code-change rerun` first, then --extend; or pass "
+            "--on-code-change reuse to continue the old runs with the new code",
+        )
     register(store, sweep.sweep, sweep.model_dump(mode="json", by_alias=True), prepared.planned)
-    return extend_sweep(store, prepared.executor, prepared.specs, budget)
+    if code.changed:
+        from scalerl.harness.execution.codechange import log
+
+        log(store, sweep.sweep, code)
+    return extend_sweep(store, prepared.executor, specs, budget)

@@ -64,6 +64,22 @@ class ImportedCurve:
     # (:func:`check_run_names`). None where the name is the run's own (a W&B panel export's
     # ``<run> - <metric>`` columns: several exported files hold one run).
     origin: str | None = None
+    # The run's state in the store's words (``completed``, ``failed``, ``cancelled``, ``running``,
+    # ``preempted``, ``unknown``), mapped from the source's own (MLflow ``FAILED``, W&B ``crashed``);
+    # ``source_status`` keeps the source's word. Files that record no state say ``completed``.
+    # :mod:`scalerl.harness.importers.selection` leaves failed and cancelled runs out by default.
+    status: str = "completed"
+    source_status: str | None = None
+    # The run's tags where the source has them (MLflow tags; W&B tags, labels without a value
+    # read as ``"true"``); a mapping or ``--only tag:K=V`` reads them, never the params.
+    tags: Mapping[str, str] = field(default_factory=dict)
+    # Steps logged again after a restart (a resumed run re-logging what it logged before it
+    # stopped): the later value is kept, as the store keeps a later attempt's point; counted here
+    # so the import can say so (never a loss: see :func:`make_curve`).
+    relogged: tuple[int, ...] = ()
+    # Whether ``x`` is the running total of a per-step count the run logs (``--axis-cumulative``:
+    # verl's ``perf/total_num_tokens`` counts each step's tokens), not a value logged as such.
+    x_cumulative: bool = False
 
     def __len__(self) -> int:
         return int(self.values.size)
@@ -79,9 +95,13 @@ LOSS_POLICY: dict[str, str] = {
     "bad-step": "dropped: a row whose step is not a whole number >= 0 (NaN, ±inf, negative, "
     "fractional, too large: past 2**31 - 1, the store's step column) [rows]",
     "bad-axis": "dropped: a point whose x value (the chosen axis) is empty, NaN, ±inf or negative "
-    "(compute and time are cumulative): it cannot be placed on that axis [points]",
-    "duplicate-step": "dropped: a value logged again at the same step; the last one logged is kept "
-    "(a resumed run re-logs over what it logged before the restart) [points]",
+    "(compute and time are cumulative), or, on an axis the run logs as a metric, whose step has no "
+    "value of it (a run that never logs it loses every point): it cannot be placed on that axis "
+    "[points]",
+    "duplicate-step": "dropped: a value logged again at the same step with no restart in between; "
+    "the last one logged is kept. A step re-logged after a restart (the steps went back, or a "
+    "later event file of a TensorBoard run) is no loss: the later value is kept, as the store "
+    "keeps a resumed attempt's, and the import reports the count (ImportedCurve.relogged) [points]",
     "bad-value": "dropped: a value that is not a number (text, a bool, a list) in a metric whose "
     "other values are numbers; the metric's other points are kept [points]",
     "non-finite-value": "kept: a NaN or ±inf value, stored as a non-finite point (value NULL, "
@@ -184,30 +204,49 @@ def make_curve(
     values: Sequence[float],
     where: Sequence[str],
     losses: LossLog,
+    *,
+    segments: Sequence[int] | None = None,
 ) -> ImportedCurve:
-    """Build a curve sorted by step from points whose steps passed :func:`check_step`. A repeated
-    step keeps the last value logged there (``duplicate-step`` counts the others); NaN / ±inf
-    values are kept (``non-finite-value`` counts them); a point with no finite x >= 0 is dropped
-    (``bad-axis``). ``where`` locates each point."""
+    """Build a curve sorted by step from points whose steps passed :func:`check_step`, given in
+    the order they were logged. A repeated step keeps the last value logged there. The earlier
+    values are a resume's re-logs when a restart lies between them and the later one: the steps
+    went back (``... 29, 30, 21, 22 ...``: the trainer restarted from an older checkpoint) or
+    ``segments`` (the file each point came from, in order) changed; those steps are listed in the
+    curve's ``relogged``. Any other repeat counts as ``duplicate-step``. NaN / ±inf values are kept
+    (``non-finite-value`` counts them); a point with no finite x >= 0 is dropped (``bad-axis``).
+    ``where`` locates each point."""
     st = np.asarray(steps, dtype=np.int64)
     xv = np.asarray(x, dtype=np.float64)
     vv = np.asarray(values, dtype=np.float64)
+    # The restart count before each point, in logged order: a value logged in a later epoch than
+    # an earlier one at its step is that step re-logged after a restart.
+    epoch = np.zeros(st.size, dtype=np.int64)
+    if st.size > 1:
+        restart = st[1:] < st[:-1]
+        if segments is not None:
+            seg = np.asarray(segments, dtype=np.int64)
+            restart |= seg[1:] != seg[:-1]
+        epoch[1:] = np.cumsum(restart)
     order = np.argsort(st, kind="stable")
-    st, xv, vv = st[order], xv[order], vv[order]
+    st, xv, vv, epoch = st[order], xv[order], vv[order], epoch[order]
     placed = np.isfinite(xv) & (xv >= 0)  # a cumulative compute or time axis is never negative
     for i in np.flatnonzero(~placed).tolist():
         losses.add("bad-axis", f"{where[order[i]]}: {x_name} {float(xv[i])!r}", metric=metric)
-    order, st, xv, vv = order[placed], st[placed], xv[placed], vv[placed]
+    order, st, xv, vv, epoch = order[placed], st[placed], xv[placed], vv[placed], epoch[placed]
     last = np.ones(st.size, dtype=bool)
+    relog = np.zeros(st.size, dtype=bool)
     if st.size > 1:
         last[:-1] = st[1:] != st[:-1]
-    for i in np.flatnonzero(~last).tolist():
+        # The stable sort keeps logged order within a step: the next point is the next logging.
+        relog[:-1] = ~last[:-1] & (epoch[1:] > epoch[:-1])
+    for i in np.flatnonzero(~last & ~relog).tolist():
         losses.add("duplicate-step", f"{where[order[i]]}: step {int(st[i])}", metric=metric)
+    relogged = tuple(sorted({int(s) for s in st[relog].tolist()}))
     st, xv, vv = st[last], xv[last], vv[last]
     for i in np.flatnonzero(~np.isfinite(vv)).tolist():
         kept = int(order[np.flatnonzero(last)[i]])
         losses.add("non-finite-value", f"{where[kept]}: {metric} {float(vv[i])!r}", metric=metric)
-    return ImportedCurve(str(source), run, metric, x_name, st, xv, vv)
+    return ImportedCurve(str(source), run, metric, x_name, st, xv, vv, relogged=relogged)
 
 
 def parse_float(text: str, path: Path, line: int, column: str) -> float | None:
@@ -259,6 +298,10 @@ class CurveImporter(ABC):
     # The largest file read_file hands to ``read`` (which may hold it whole in memory): far above
     # any run's metrics, far below what fills a machine.
     max_bytes: ClassVar[int] = 512 * MiB
+    # The axis columns :meth:`read` places points on itself (None: any column of the file). Any
+    # other, and any running total, is a metric the run logs: read_file reads on the step and
+    # joins the curves to it (:func:`scalerl.harness.importers.axis.on_logged_axis`).
+    native_axes: ClassVar[tuple[str, ...] | None] = None
 
     @abstractmethod
     def sniff(self, path: Path, head: bytes) -> bool: ...
@@ -313,10 +356,14 @@ def read_file(
     fmt: str | None = None,
     metric: str | None = None,
     axis_column: str | None = None,
+    axis_cumulative: bool = False,
 ) -> ImportResult:
     """Read every curve of one file (format auto-detected unless ``fmt``), optionally keeping only
     metrics equal to / matching the glob ``metric``, with what was lost reading it (losses of
-    metrics the filter drops are not counted). Empty curves are left out."""
+    metrics the filter drops are not counted). Empty curves are left out. ``axis_column`` the
+    format does not take itself (``CurveImporter.native_axes``), or its running total
+    (``axis_cumulative``), is a metric of the file the curves are placed on by step
+    (:func:`scalerl.harness.importers.axis.on_logged_axis`)."""
     p = Path(path)
 
     def error(reason: str, fix: str) -> ImportFormatError:
@@ -332,7 +379,10 @@ def read_file(
         check_regular(
             p, importer.max_bytes, f"{importer.name} file", error, fix="split the file by run or by metric"
         )
-        curves = importer.read(p, axis_column=axis_column, losses=log)
+        native = importer.native_axes
+        foreign = native is not None and axis_column not in native
+        logged = axis_column if axis_cumulative or foreign else None
+        curves = importer.read(p, axis_column=None if logged else axis_column, losses=log)
     except RecursionError:
         # json / yaml parsers recurse once per nesting level: ``[[[[...]]]]`` in any format.
         raise error(
@@ -343,10 +393,11 @@ def read_file(
         pattern = metric
 
         def keep(name: str) -> bool:
-            return name == pattern or fnmatch.fnmatchcase(name, pattern)
+            # A logged axis stays whatever the filter: the curves are placed on it below.
+            return name in (pattern, logged) or fnmatch.fnmatchcase(name, pattern)
 
         kept = [c for c in curves if keep(c.metric)]
-        if not kept:
+        if not any(c.metric != logged for c in kept):
             found = sorted({c.metric for c in curves})
             shown = ", ".join(found[:12]) + (" ..." if len(found) > 12 else "")
             raise ImportFormatError(f"{p}: no metric matches {metric!r} (fix: use one of: {shown})")
@@ -357,12 +408,17 @@ def read_file(
             "(fix: export the file again once the run has logged, or leave it out)"
         )
     origin = str(p.resolve()) if importer.names_from_path else None
-    return ImportResult(
+    result = ImportResult(
         str(p),
         importer.name,
         tuple(replace(c, origin=origin) for c in curves if len(c)),
         log.freeze(keep),
     )
+    if logged is None:
+        return result
+    from scalerl.harness.importers.axis import on_logged_axis
+
+    return on_logged_axis([result], logged, cumulative=axis_cumulative)[0]
 
 
 def read_curves(
@@ -371,11 +427,12 @@ def read_curves(
     fmt: str | None = None,
     metric: str | None = None,
     axis_column: str | None = None,
+    axis_cumulative: bool = False,
     allow_partial: bool = False,
 ) -> list[ImportedCurve]:
     """The curves of :func:`read_file`. Raises ImportFormatError naming every loss (reason, count,
     where) when the file lost anything, unless ``allow_partial`` (then what is sound is returned)."""
-    result = read_file(path, fmt=fmt, metric=metric, axis_column=axis_column)
+    result = read_file(path, fmt=fmt, metric=metric, axis_column=axis_column, axis_cumulative=axis_cumulative)
     if result.losses and not allow_partial:
         raise ImportFormatError(partial_message([result]))
     return list(result.curves)

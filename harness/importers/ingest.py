@@ -7,7 +7,13 @@ run is its own variant (named after the run, no knob, seed 0); with ``roles`` (f
 :class:`scalerl.harness.importers.mapping.RunMapping`) each run lands on its variant, knob, alternative and
 seed (run id suffix ``-s<seed>``), so the sweep has a ``baseline`` and ``scalerl fit`` gives
 verdicts. A run's membership keeps the names of its first import (the store's rule): to map the same
-runs differently, import them into another sweep. Every run is marked ``completed``.
+runs differently, import them into another sweep. Each run ends in its curves' ``status`` (the
+source's state, mapped: ``completed``, ``failed``, ``cancelled``, ``preempted``, ``unknown``); a
+``running`` run stays ``running``. Which runs are written at all is
+:mod:`scalerl.harness.importers.selection`'s business (failed runs are left out by default).
+Tags and the source's own state word go into the run's stored config (``tags``,
+``source_status``): an imported run's id hashes the sweep and the run, never its config, so they
+change no run's identity.
 
 Compute columns: the point's ``step`` is always the source step. The x axis the user picked
 fills one compute unit, named by ``axis_unit`` or inferred from the axis name:
@@ -15,17 +21,28 @@ fills one compute unit, named by ``axis_unit`` or inferred from the axis name:
 - a step axis (``Step``, ``step``, ``_step``, ...): no compute column; fit with ``--axis step``;
 - a time axis (a name containing ``time``, ``runtime`` or ``wall``, in seconds): ``wall_s`` = x and
   ``gpu_hours`` = x / 3600 (one device assumed; the file does not say how many were used);
-- ``gpu_hours``, ``flops``, ``tokens``, ``samples`` or ``wall_s``: that column.
+- ``gpu_hours``, ``flops``, ``tokens``, ``samples`` or ``wall_s``: that column;
+- a metric the run logs (:mod:`scalerl.harness.importers.axis`), by the words of its name:
+  ``hours`` fills ``gpu_hours`` (``perf/gpu_hours``), ``tokens`` / ``flops`` / ``samples`` that
+  column (``perf/total_num_tokens``); a rate (``throughput``, ``mfu``, ``tokens_per_second``) or a
+  name with none of these (or more than one) is refused, naming ``--axis-unit``.
+
+Defaults: the sweep's spec keeps ``fit: {metric, axis}`` (:func:`import_defaults`): the axis the
+import filled and the metric it read, so ``scalerl fit``, ``report``, ``forecast``, the API and
+the notebooks need no ``--axis`` / ``--metric`` (an explicit one still wins). A later import into
+the same imported sweep replaces them; a recipe's sweep keeps its own ``fit`` section.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
+import re
 import socket
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scalerl.db.limits import NAME_MAX, STEP_MAX, name_problem
@@ -37,6 +54,20 @@ from scalerl.harness.importers.mapping import BASELINE, RunRole
 AXIS_UNITS = ("step", "wall_s", "gpu_hours", "flops", "tokens", "samples")
 
 
+# The words of an axis name that say which compute column it fills (``perf/gpu_hours``: "gpu",
+# "hours"); a time axis is told by substrings, as before (``_runtime``, ``Relative Time``).
+_UNIT_WORDS: dict[str, tuple[str, ...]] = {
+    "gpu_hours": ("hours", "hour", "gpuh"),
+    "tokens": ("tokens", "token", "toks"),
+    "flops": ("flops", "flop"),
+    "samples": ("samples", "sample"),
+}
+_TIME_PARTS = ("time", "runtime", "wall")
+# A rate is no amount spent: its running total is meaningless and its value does not grow.
+_RATE_WORDS = ("throughput", "rate", "mfu", "speed", "util", "utilization")
+_PER_TIME = ("s", "sec", "secs", "second", "seconds", "min", "minute", "minutes", "hour", "hr", "h")
+
+
 def infer_unit(x_name: str) -> str:
     """The compute unit an axis name stands for; raises naming the fix when it cannot tell."""
     low = x_name.strip().lower()
@@ -44,12 +75,68 @@ def infer_unit(x_name: str) -> str:
         return "step"
     if low in AXIS_UNITS:
         return low
-    if any(k in low for k in ("time", "runtime", "wall")):
-        return "wall_s"
+    words = [w for w in re.split(r"[^a-z0-9]+", low) if w]
+    per_time = any(w == "per" and nxt in _PER_TIME for w, nxt in itertools.pairwise(words))
+    if per_time or any(w in _RATE_WORDS for w in words):
+        raise ImportFormatError(
+            f"the axis {x_name!r} is a rate, not an amount of compute spent (fix: pick a count such as "
+            "perf/total_num_tokens or perf/gpu_hours as --axis-column, or pass --axis-unit "
+            f"({', '.join(AXIS_UNITS)}) if it is one)"
+        )
+    found = [u for u, ws in _UNIT_WORDS.items() if any(w in words for w in ws)]
+    if any(k in low for k in _TIME_PARTS):
+        found.append("wall_s")
+    if len(found) == 1:
+        return found[0]
+    why = f"it could be {' or '.join(found)}" if found else "its name names no compute unit"
     raise ImportFormatError(
-        f"cannot tell which compute unit the axis {x_name!r} is "
+        f"cannot tell which compute unit the axis {x_name!r} is: {why} "
         f"(fix: pass --axis-unit, one of {', '.join(AXIS_UNITS)})"
     )
+
+
+# The compute column a fit reads for each unit: a time axis fills gpu_hours too (compute_for).
+_FIT_AXIS = {"step": "step", "wall_s": "gpu_hours"}
+_VALIDATION = re.compile(r"(val|valid|validation|eval|test)([-_/.@]|$)")
+
+
+def import_defaults(
+    metrics: Sequence[str], units: Sequence[str], metric: str | None = None
+) -> tuple[dict[str, str], str | None]:
+    """The ``fit`` defaults an import leaves its sweep, and a note when it cannot pick one.
+
+    Axis: the fit axis of the compute column every run filled (none when runs differ). Metric:
+    ``metric`` when it names an imported metric exactly (``--metric``; a glob names none), else
+    the only metric, else ``val/pass_rate`` (the reference trainer's), else the one validation
+    metric (a name starting ``val``, ``eval``, ``test``; of several, the one verl files under
+    ``val-core/``), else none: ``scalerl fit`` then needs ``--metric``."""
+    from scalerl.harness.analysis.sweep import DEFAULT_METRIC
+
+    out: dict[str, str] = {}
+    notes = []
+    axes = sorted({_FIT_AXIS.get(u, u) for u in units})
+    if len(axes) == 1:
+        out["axis"] = axes[0]
+    elif axes:
+        notes.append(f"no default axis: the runs fill {', '.join(axes)} (pass --axis)")
+    names = sorted(set(metrics))
+    vals = [n for n in names if _VALIDATION.match(n.lower())]
+    core = [n for n in vals if n.lower().startswith("val-core/")]
+    if metric is not None and metric in names:
+        out["metric"] = metric
+    elif len(names) == 1:
+        out["metric"] = names[0]
+    elif DEFAULT_METRIC in names:
+        out["metric"] = DEFAULT_METRIC
+    elif len(vals) == 1 or len(core) == 1:
+        out["metric"] = vals[0] if len(vals) == 1 else core[0]
+    else:
+        shown = ", ".join((vals or names)[:6]) + (" ..." if len(vals or names) > 6 else "")
+        notes.append(
+            f"no default metric among {len(names)} ({len(vals)} validation): pass --metric to "
+            f"`scalerl fit`, or import again with --metric M to make M the default (e.g. {shown})"
+        )
+    return out, "; ".join(notes) or None
 
 
 def compute_for(unit: str, x: float) -> dict[str, float]:
@@ -65,10 +152,13 @@ def run_id_for(sweep: str, run: str, seed: int = 0) -> str:
 
 
 def run_params(curves: Sequence[ImportedCurve]) -> dict[str, dict[str, str]]:
-    """Run name -> its params (merged over the run's curves), the input of ``RunMapping.assign``."""
+    """Run name -> its params and its tags as ``tag:<key>`` (merged over the run's curves), the
+    input of ``RunMapping.match``."""
     out: dict[str, dict[str, str]] = {}
     for c in curves:
-        out.setdefault(c.run, {}).update(c.params)
+        got = out.setdefault(c.run, {})
+        got.update(c.params)
+        got.update({f"tag:{k}": v for k, v in c.tags.items()})
     return out
 
 
@@ -97,6 +187,21 @@ class ImportSummary:
     curves: int
     points: int
     metrics: tuple[str, ...]
+    # The sweep's ``fit`` defaults after the import (``metric``, ``axis``), and why one is missing.
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    defaults_note: str | None = None
+
+    def defaults_line(self) -> str:
+        """What `scalerl fit SWEEP` will now use without flags, in one line."""
+        metric = self.defaults.get("metric")
+        axis = self.defaults.get("axis")
+        have = (
+            f"metric {metric!r} on axis {axis!r}"
+            if metric and axis
+            else (f"metric {metric!r}" if metric else f"axis {axis!r}" if axis else "none")
+        )
+        note = f" ({self.defaults_note})" if self.defaults_note else ""
+        return f"sweep {self.sweep!r} defaults for fit/report/forecast: {have}{note}"
 
 
 def import_curves(
@@ -106,9 +211,11 @@ def import_curves(
     *,
     axis_unit: str | None = None,
     roles: Mapping[str, RunRole] | None = None,
+    metric: str | None = None,
 ) -> ImportSummary:
     """Register one run per distinct run name and write its points through the store's writer.
-    ``roles`` (run name -> role) places each run in the sweep; it must name every run."""
+    ``roles`` (run name -> role) places each run in the sweep; it must name every run. The sweep's
+    spec keeps the import's defaults (:func:`import_defaults`; ``metric``: the one asked for)."""
     from scalerl.db import RunRecord
 
     if axis_unit is not None and axis_unit not in AXIS_UNITS:
@@ -146,10 +253,12 @@ def import_curves(
         ):
             if value is not None:
                 _check_fits(f"run {run!r}: {what}", value, group[0].source)
+    defaults, note = import_defaults([c.metric for c in curves], list(units.values()), metric)
     spec: dict[str, Any] = {"source": "import"}
     if roles is not None:
         spec["loo"] = {"baseline_name": BASELINE}
-    store.ensure_sweep(sweep, spec)
+    before = _spec_of(store, sweep)
+    store.ensure_sweep(sweep, {**spec, "fit": defaults} if defaults else spec)
     new_runs = points = 0
     for run, group in by_run.items():
         unit = units[run]
@@ -169,9 +278,17 @@ def import_curves(
             "axis": group[0].x_name,
             "axis_unit": unit,
         }
+        if group[0].x_cumulative:  # the x is the running total of a per-step count
+            config["axis_cumulative"] = True
         params = {k: v for c in group for k, v in c.params.items()}
         if params:
             config["params"] = params
+        tags = {k: v for c in group for k, v in c.tags.items()}
+        if tags:
+            config["tags"] = tags
+        status = group[-1].status  # selection made every curve of a run agree; else the last part
+        if group[-1].source_status is not None:
+            config["source_status"] = group[-1].source_status
         new_runs += bool(
             store.register_run(
                 RunRecord(
@@ -200,7 +317,8 @@ def import_curves(
             # Success would be a lie (the run "completed" with none of those points).
             # When the store is gone (the run cannot be marked failed now), `scalerl db replay`
             # stores the points and then completes the run: nothing else ever would.
-            note_finish(left[0], run_id, attempt, "completed")
+            if status != "running":
+                note_finish(left[0], run_id, attempt, status)
             _fail(store, run_id, attempt, f"{left[1]} point(s) did not reach the store")
             raise StoreError(
                 f"run {run!r}: {left[1]} point(s) did not reach the store {store.url} and wait in "
@@ -208,7 +326,33 @@ def import_curves(
                 f"`scalerl db replay --spool {left[0].parent} URL` or import again)"
             )
         points += writer.points_written
-        store.finish_run(run_id, attempt, "completed")
+        if status != "running":  # a run still going stays running, as start_attempt left it
+            store.finish_run(run_id, attempt, status)
+    # Only once every run is in: a failed import leaves the defaults as they were.
+    fit = dict((before or {}).get("fit") or {})
+    if before is not None and before.get("source") == "import" and {**fit, **defaults} != fit:
+        store.update_sweep_spec(sweep, {"fit": {**fit, **defaults}})
+    elif before is not None and before.get("source") != "import":
+        # A recipe's sweep keeps its own fit section: the commands read that, not this import.
+        defaults, note = fit, "kept: the sweep was not created by an import"
+    elif before is not None:
+        defaults = {**fit, **defaults}
     return ImportSummary(
-        sweep, len(by_run), new_runs, len(curves), points, tuple(sorted({c.metric for c in curves}))
+        sweep,
+        len(by_run),
+        new_runs,
+        len(curves),
+        points,
+        tuple(sorted({c.metric for c in curves})),
+        defaults,
+        note,
     )
+
+
+def _spec_of(store: Any, sweep: str) -> dict[str, Any] | None:
+    """The stored spec of ``sweep``, or None when it does not exist yet."""
+    from scalerl.db import queries
+
+    known = queries.sweeps(store)
+    match = known[known["name"] == sweep]
+    return None if match.empty else dict(match.iloc[0]["spec"] or {})

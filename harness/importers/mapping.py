@@ -2,8 +2,10 @@
 gives knob verdicts.
 
 Each imported run has a name and string params (MLflow params, a TensorBoard run's
-``params.json`` / hparams) plus, with ``run_regex``, the named groups of a regex matched against
-its name. A :class:`RunMapping` says which params hold what:
+``params.json`` / hparams), its tags as params named ``tag:<key>`` (MLflow tags, W&B tags: a
+label ``team=rl`` is ``tag:team`` = ``rl``, any other label ``L`` is ``tag:L`` = ``true``) plus,
+with ``run_regex``, the named groups of a regex matched against its name. A :class:`RunMapping`
+says which params hold what:
 
 - ``knob`` + ``alternative``: params whose values are the run's knob and alternative
   (variant ``<knob>=<alternative>``); or ``variant``: one param whose value is the alternative of
@@ -20,7 +22,12 @@ YAML form (``--map map.yaml``)::
     knob: knob
     alternative: alternative
     seed: seed
-    baseline: {knob: none}      # or baseline_run: 'base_*'
+    baseline: {knob: none}      # or baseline_run: 'base_*', or {'tag:role': baseline}
+
+A run that lacks a param the mapping reads (``knob``, ``alternative``, ``variant``, ``seed``; a
+``run_regex`` that does not match its name) is not a run of this sweep: :meth:`RunMapping.match`
+skips and lists it (``strict=True``: an error). A malformed value (a seed that is not an integer)
+or two runs on one variant and seed are errors either way.
 
 Every error names the mapping's file (or flag), the field, the run and value, and the fix.
 """
@@ -43,6 +50,10 @@ REGEX_TIMEOUT_S = 2.0
 
 BASELINE = "baseline"
 _KEYS = ("run_regex", "knob", "alternative", "variant", "seed", "baseline", "baseline_run")
+
+
+class UnmatchedRun(ConfigError):
+    """A run lacks a param the mapping reads: :meth:`RunMapping.match` skips it unless strict."""
 
 
 @dataclass(frozen=True)
@@ -125,30 +136,41 @@ class RunMapping:
             return params[name]
         has = ", ".join(sorted(params)) or "none"
         regex = f"; run_regex {self.run_regex!r} did not give it" if self.run_regex else ""
-        self._fail(
-            fld,
-            name,
+        raise UnmatchedRun(
             f"run {run!r} has no param {name!r} (its params: {has}){regex}",
-            "log that param for every run, pick another param, or set run_regex to read it from the run name",
+            file=self.origin,
+            field=fld,
+            value=name,
+            fix="log that param for every run, pick another param, set run_regex to read it from "
+            "the run name, or leave the run out (--exclude name:RUN)",
         )
 
     def assign(self, runs: Mapping[str, Mapping[str, str]]) -> dict[str, RunRole]:
-        """Run name -> its role, for every run of ``runs`` (run name -> params). Raises ConfigError
-        when a run lacks a param the mapping needs, a seed is not an integer, no run is a baseline
-        run, or two runs land on the same variant and seed."""
+        """Run name -> its role, for every run of ``runs`` (run name -> params): ``match`` with
+        ``strict=True``."""
+        return self.match(runs, strict=True)[0]
+
+    def match(
+        self, runs: Mapping[str, Mapping[str, str]], *, strict: bool = False
+    ) -> tuple[dict[str, RunRole], dict[str, str]]:
+        """(run name -> its role, run name -> why it was skipped) over ``runs`` (run name ->
+        params). A run lacking a param the mapping reads is skipped (``strict``: raises
+        :class:`UnmatchedRun`); when every run is, the first one's error is raised. Raises
+        ConfigError when a seed is not an integer, no run is a baseline run, or two runs land on
+        the same variant and seed."""
         full = {run: self.params_of(run, p) for run, p in runs.items()}
         parts: dict[str, tuple[str, str | None, str | None]] = {}
+        skipped: dict[str, UnmatchedRun] = {}
         for run, params in sorted(full.items()):
-            if self.is_baseline(run, params):
-                parts[run] = (BASELINE, None, None)
-            elif self.variant is not None:
-                alt = self._param(run, params, "variant", self.variant)
-                parts[run] = (f"{self.variant}={alt}", self.variant, alt)
-            else:
-                assert self.knob is not None and self.alternative is not None
-                knob = self._param(run, params, "knob", self.knob)
-                alt = self._param(run, params, "alternative", self.alternative)
-                parts[run] = (f"{knob}={alt}", knob, alt)
+            try:
+                parts[run] = self._part(run, params)
+            except UnmatchedRun as err:
+                if strict:
+                    raise
+                skipped[run] = err
+        if skipped and not parts:
+            raise next(iter(skipped.values()))
+        full = {run: full[run] for run in parts}
         if not any(v == BASELINE for v, _, _ in parts.values()):
             self._no_baseline(full)
         roles: dict[str, RunRole] = {}
@@ -169,7 +191,21 @@ class RunMapping:
                 taken[seed] = run
                 _, run_knob, run_alt = parts[run]
                 roles[run] = RunRole(variant, run_knob, run_alt, seed)
-        return roles
+        return roles, {run: err.reason for run, err in skipped.items()}
+
+    def _part(self, run: str, params: Mapping[str, str]) -> tuple[str, str | None, str | None]:
+        """(variant, knob, alternative) of one run; UnmatchedRun when it lacks a param read."""
+        if self.seed is not None:
+            self._param(run, params, "seed", self.seed)  # checked here: a run without it is skipped
+        if self.is_baseline(run, params):
+            return (BASELINE, None, None)
+        if self.variant is not None:
+            alt = self._param(run, params, "variant", self.variant)
+            return (f"{self.variant}={alt}", self.variant, alt)
+        assert self.knob is not None and self.alternative is not None
+        knob = self._param(run, params, "knob", self.knob)
+        alt = self._param(run, params, "alternative", self.alternative)
+        return (f"{knob}={alt}", knob, alt)
 
     def _seed(self, run: str, params: Mapping[str, str]) -> int:
         assert self.seed is not None

@@ -5,14 +5,18 @@ install the ``mlflow`` or ``dev`` extra (``pip install 'scalerl-harness[mlflow]'
 URI the client accepts works (``sqlite:///mlflow.db``, ``file:./mlruns``, ``http://host:5000``);
 MLflow 3 refuses a ``file:`` store unless ``MLFLOW_ALLOW_FILE_STORE=true`` is set, and the error
 says so. A run is named by its run name, or ``<name>-<first 8 chars of its id>`` where two runs of
-the experiment share a name; its params become the curves' ``params``. The x axis is the logged
-step, or with ``axis_column="timestamp"`` the seconds since the run's first logged metric. Steps go
+the experiment share a name; its params become the curves' ``params``, its tags (but MLflow's own
+``mlflow.*``) their ``tags``, its state (``FINISHED``, ``FAILED``, ``KILLED``, ``RUNNING``) their
+``status`` (:data:`STATUS`). The x axis is the logged
+step, or with ``axis_column="timestamp"`` the seconds since the run's first logged metric, or any
+metric the runs log (:mod:`scalerl.harness.importers.axis`). Steps go
 through :func:`check_step` and curves through :func:`make_curve`, so losses count as for files.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,25 @@ from scalerl.harness.importers.base import ImportedCurve, ImportResult, LossLog,
 
 PREFIX = "mlflow:"
 _AXES = ("step", "timestamp")
+# MLflow's run states (mlflow.entities.RunStatus) in the store's words.
+STATUS = {
+    "FINISHED": "completed",
+    "FAILED": "failed",
+    "KILLED": "cancelled",
+    "RUNNING": "running",
+    "SCHEDULED": "pending",
+}
+
+
+def run_status(state: str | None) -> str:
+    """The store status of an MLflow run state; ``unknown`` for a state this code does not know."""
+    return STATUS.get(str(state or "").upper(), "unknown")
+
+
+def run_tags(tags: Mapping[str, Any]) -> dict[str, str]:
+    """A run's own tags. MLflow's system tags (``mlflow.runName``, ``mlflow.user``,
+    ``mlflow.log-model.history``, ...) are left out: they describe the client, not the run."""
+    return {str(k): str(v) for k, v in tags.items() if not str(k).startswith("mlflow.")}
 
 
 def _client_class(uri: str) -> Any:
@@ -150,18 +173,23 @@ def read_mlflow(
     *,
     metric: str | None = None,
     axis_column: str | None = None,
+    axis_cumulative: bool = False,
 ) -> ImportResult:
     """Every curve of every run of ``experiment`` at tracking ``uri`` (``metric``: exact name or
     glob), with what was lost. Raises ImportFormatError when the store cannot be opened, the
-    experiment does not exist, or no metric matches."""
+    experiment does not exist, or no metric matches. An ``axis_column`` other than ``step`` /
+    ``timestamp`` (or its running total, ``axis_cumulative``) is a metric the runs log
+    (``perf/gpu_hours``): the curves are placed on it by step
+    (:func:`scalerl.harness.importers.axis.on_logged_axis`)."""
     import fnmatch
+
+    from scalerl.harness.importers.axis import on_logged_axis
 
     source = f"{PREFIX}{uri}#{experiment}"
     axis = axis_column or "step"
-    if axis not in _AXES:
-        raise ImportFormatError(
-            f"{source}: axis column {axis!r} is not an MLflow axis (fix: use one of {_AXES})"
-        )
+    logged = axis_column if axis_column and (axis_cumulative or axis not in _AXES) else None
+    if logged is not None:
+        axis = "step"  # read on the step; placed on the logged axis at the end
     _check_existing_store(uri, source)  # before MLflow: its client creates what it cannot find
     client_class = _client_class(uri)  # raises the install hint when mlflow is missing
     from mlflow.exceptions import MlflowException
@@ -183,9 +211,15 @@ def read_mlflow(
             if counts[name] > 1:
                 name = f"{name}-{r.info.run_id[:8]}"
             params = {str(k): str(v) for k, v in r.data.params.items()}
+            state = str(r.info.status)
+            tags = run_tags(r.data.tags)
             for key in sorted(r.data.metrics):
                 found.add(key)
-                if metric is not None and key != metric and not fnmatch.fnmatchcase(key, metric):
+                if (
+                    metric is not None
+                    and key not in (metric, logged)
+                    and not fnmatch.fnmatchcase(key, metric)
+                ):
                     continue
                 history = client.get_metric_history(r.info.run_id, key)
                 t0 = min((m.timestamp for m in history), default=0)
@@ -193,7 +227,9 @@ def read_mlflow(
                 xs: list[float] = []
                 values: list[float] = []
                 where: list[str] = []
-                for i, m in enumerate(sorted(history, key=lambda m: (m.step, m.timestamp))):
+                # Logged order (time, then step): a resumed run's re-logged steps come after a
+                # step that went back, which make_curve tells from a plain duplicate.
+                for i, m in enumerate(sorted(history, key=lambda m: (m.timestamp, m.step))):
                     place = f"run {name!r} metric {key!r} point {i + 1}"
                     step = check_step(float(m.step), place, losses)
                     if step is None:
@@ -203,7 +239,16 @@ def read_mlflow(
                     values.append(float(m.value))
                     where.append(place)
                 curve = make_curve(source, name, key, axis, steps, xs, values, where, losses)
-                curves.append(replace(curve, params=params, run_key=f"mlflow:{r.info.run_id}"))
+                curves.append(
+                    replace(
+                        curve,
+                        params=params,
+                        run_key=f"mlflow:{r.info.run_id}",
+                        status=run_status(state),
+                        source_status=state,
+                        tags=tags,
+                    )
+                )
     except MlflowException as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         fix = (
@@ -212,9 +257,15 @@ def read_mlflow(
             else "check the tracking URI and that the store is reachable"
         )
         raise ImportFormatError(f"{source}: MLflow: {first} (fix: {fix})") from None
+    if logged is not None and curves:
+        placed = ImportResult(source, "mlflow", tuple(curves), losses.freeze())
+        placed = on_logged_axis([placed], logged, cumulative=axis_cumulative)[0]
+        curves, lost = list(placed.curves), placed.losses
+    else:
+        lost = losses.freeze()
     if metric is not None and not curves:
         shown = ", ".join(sorted(found)[:12]) or "none"
         raise ImportFormatError(f"{source}: no metric matches {metric!r} (fix: use one of: {shown})")
     if not curves:
         raise ImportFormatError(f"{source}: the experiment's runs logged no metrics (fix: pick another)")
-    return ImportResult(source, "mlflow", tuple(c for c in curves if len(c)), losses.freeze())
+    return ImportResult(source, "mlflow", tuple(c for c in curves if len(c)), lost)

@@ -10,7 +10,9 @@ bad record and says so only at DEBUG; here a record that fails its checksum is s
 is named after the file (the part before ``.tfevents``); :func:`read_logdir` reads a log directory
 instead, one run per directory holding event files (standard ``events.out.tfevents.<time>.<host>``
 names all start alike, so a directory, not a file name, is what tells runs apart). The x axis is
-the event step, or with ``axis_column="wall_time"`` the seconds since the run's first event.
+the event step, or with ``axis_column="wall_time"`` the seconds since the run's first event, or
+any scalar tag the run logs (``perf/total_num_tokens``, its running total with ``axis_cumulative``:
+:mod:`scalerl.harness.importers.axis`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class TensorBoardImporter(CurveImporter):
     priority = 20
     # Event files carry images and histograms beside the scalars; they are read whole.
     max_bytes = 4096 * MiB
+    native_axes = _AXES  # any other axis is a scalar tag, joined by step (read_file)
 
     def sniff(self, path: Path, head: bytes) -> bool:
         return "tfevents" in path.name
@@ -287,25 +290,36 @@ def _resync(data: bytes, start: int, masked_crc32c: Callable[[bytes], int]) -> i
 
 
 def read_logdir(
-    root: str | Path, *, metric: str | None = None, axis_column: str | None = None
+    root: str | Path,
+    *,
+    metric: str | None = None,
+    axis_column: str | None = None,
+    axis_cumulative: bool = False,
 ) -> list[ImportResult]:
     """A TensorBoard log directory: one run per directory holding event files, named by its path
     relative to ``root`` (``root``'s own name for files directly in it). Several event files in one
     directory (a resumed run) are one run, read in file-name order (the names start with the
-    creation time); a step logged in two files keeps the later file's value (``duplicate-step``).
+    creation time); a step logged in two files keeps the later file's value and is listed in the
+    curve's ``relogged`` (the resume rule: never a loss).
     Two directories never merge. Run params come from a ``params.json`` (a flat JSON object) in the
-    run directory, else from the hparams the event files record. One result per run."""
+    run directory, else from the hparams the event files record. One result per run. An
+    ``axis_column`` other than ``step`` / ``wall_time`` (or its running total, ``axis_cumulative``)
+    is a scalar tag the runs log (``perf/total_num_tokens``): the curves are placed on it by step
+    (:func:`scalerl.harness.importers.axis.on_logged_axis`)."""
     import fnmatch
 
+    from scalerl.harness.importers.axis import on_logged_axis
+
+    axis = axis_column or "step"
+    logged = axis_column if axis_column and (axis_cumulative or axis not in _AXES) else None
+
     def keep(name: str) -> bool:
-        return metric is None or name == metric or fnmatch.fnmatchcase(name, metric)
+        # A logged axis stays whatever the filter: the curves are placed on it below.
+        return metric is None or name in (metric, logged) or fnmatch.fnmatchcase(name, metric)
 
     base = Path(root)
-    axis = axis_column or "step"
-    if axis not in _AXES:
-        raise ImportFormatError(
-            f"{base}: axis column {axis!r} does not exist in event files (fix: use one of {_AXES})"
-        )
+    if logged is not None:
+        axis = "step"
     by_dir: dict[Path, list[Path]] = defaultdict(list)
     for f in sorted(base.rglob("*tfevents*")):
         if f.is_file():
@@ -320,12 +334,16 @@ def read_logdir(
         run = base.name if run_dir == base else run_dir.relative_to(base).as_posix()
         losses = LossLog()
         points: Points = defaultdict(list)
+        # Which file each point came from: a step a later file logs again is the resumed run
+        # re-logging it (make_curve keeps the later value and reports it, never a loss).
+        segments: dict[str, list[int]] = defaultdict(list)
         hparams: dict[str, str] = {}
-        for f in files:
+        for k, f in enumerate(files):
             pts, hp = _read_events(f, losses)
             hparams.update(hp)
             for tag, p in pts.items():
                 points[tag].extend(p)
+                segments[tag].extend([k] * len(p))
         params = _params_json(run_dir) if (run_dir / "params.json").is_file() else hparams
         tags.update(points)
         if not points:
@@ -335,10 +353,12 @@ def read_logdir(
             )
         origin = min(p[1] for pts in points.values() for p in pts)  # over every tag, kept or not
         kept = dict(sorted((t, v) for t, v in points.items() if keep(t)))
-        curves = _curves(run_dir, run, kept, axis, losses, origin)
+        curves = _curves(run_dir, run, kept, axis, losses, origin, segments)
         where = str(run_dir.resolve())  # two directories of one name are two runs
         curves = [replace(c, params=params, origin=where) for c in curves if len(c)]
         results.append(ImportResult(str(run_dir), "tensorboard", tuple(curves), losses.freeze(keep)))
+    if logged is not None:
+        results = on_logged_axis(results, logged, cumulative=axis_cumulative)
     if metric is not None and not any(r.curves for r in results):
         shown = ", ".join(sorted(tags)[:12]) + (" ..." if len(tags) > 12 else "")
         raise ImportFormatError(f"{base}: no metric matches {metric!r} (fix: use one of: {shown})")
@@ -361,10 +381,17 @@ def _params_json(run_dir: Path) -> dict[str, str]:
 
 
 def _curves(
-    source: Any, run: str, points: dict[str, list[Any]], axis: str, losses: Any, origin: float | None = None
+    source: Any,
+    run: str,
+    points: dict[str, list[Any]],
+    axis: str,
+    losses: Any,
+    origin: float | None = None,
+    segments: dict[str, list[int]] | None = None,
 ) -> list[Any]:
     """One curve per tag from ``tag -> [(step, wall, value, where)]``; wall time is measured from
-    ``origin`` (default: the run's first point over every tag), so a run's curves share it."""
+    ``origin`` (default: the run's first point over every tag), so a run's curves share it.
+    ``segments``: tag -> the event file of each point (a resumed run's files, in order)."""
     if not points:
         return []
     first_wall = origin if origin is not None else min(p[1] for pts in points.values() for p in pts)
@@ -379,6 +406,7 @@ def _curves(
             [p[2] for p in pts],
             [p[3] for p in pts],
             losses,
+            segments=None if segments is None else segments[tag],
         )
         for tag, pts in points.items()
     ]

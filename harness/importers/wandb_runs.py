@@ -17,8 +17,13 @@ credentials (``WANDB_API_KEY`` or ``wandb login``); tested here only against a f
 Both need the ``wandb`` package, imported lazily (``pip install 'scalerl-harness[wandb]'``). A run is
 named by its display name, or ``<name>-<id>`` where two runs share one; config values become the
 curves' ``params`` (strings as-is, other values as JSON; nested dicts flattened to ``a.b``; keys
-starting with ``_`` skipped). The x axis is ``_step``, or ``_runtime`` (seconds since the run
-started), or ``_timestamp`` (seconds since the run's first logged row).
+starting with ``_`` skipped). W&B tags become the curves' ``tags`` (:func:`run_tags`); the run's state
+becomes their ``status`` (:data:`STATUS`): a project run's ``state``, an offline run's exit record
+(exit code 0: finished, else failed; no exit record: ``unknown``, a run still going or killed
+before it could write one). The x axis is ``_step``, or ``_runtime`` (seconds since the run
+started), or ``_timestamp`` (seconds since the run's first logged row), or any metric the runs
+log (``perf/gpu_hours``; its running total with ``axis_cumulative``:
+:mod:`scalerl.harness.importers.axis`).
 """
 
 from __future__ import annotations
@@ -29,11 +34,12 @@ import math
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from scalerl.harness.errors import ImportFormatError
+from scalerl.harness.importers.axis import on_logged_axis
 from scalerl.harness.importers.base import (
     SYSTEM_NAMES,
     ImportedCurve,
@@ -76,6 +82,41 @@ class _Run:
     params: dict[str, str]
     rows: list[Mapping[str, Any]]
     source: str
+    status: str = "completed"
+    source_status: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    # The part (offline directory) each row came from, for a run resumed offline; empty: one part.
+    parts: tuple[int, ...] = ()
+
+
+# W&B run states (``Run.state`` of the public API) in the store's words. ``crashed`` is W&B's word
+# for a run whose process stopped reporting (killed, out of memory): a failure.
+STATUS = {
+    "finished": "completed",
+    "failed": "failed",
+    "crashed": "failed",
+    "killed": "cancelled",
+    "running": "running",
+    "pending": "pending",
+    "preempting": "preempted",
+    "preempted": "preempted",
+}
+
+
+def run_status(state: str | None) -> str:
+    """The store status of a W&B run state; ``unknown`` for a state this code does not know."""
+    return STATUS.get(str(state or "").lower(), "unknown")
+
+
+def run_tags(labels: Iterable[str]) -> dict[str, str]:
+    """W&B tags are labels: ``team=rl`` reads as tag ``team`` with value ``rl``, any other label
+    ``L`` as tag ``L`` with value ``"true"`` (``--only tag:baseline``; in a mapping
+    ``baseline: {tag:baseline: "true"}``)."""
+    out: dict[str, str] = {}
+    for label in labels:
+        key, sep, value = str(label).partition("=")
+        out[key.strip() if sep else str(label)] = value.strip() if sep else "true"
+    return out
 
 
 def _need_wandb(source: str) -> None:
@@ -173,6 +214,10 @@ def _read_offline_run(run_dir: Path, losses: LossLog) -> _Run:
     run_id = run_dir.name.rsplit("-", 1)[-1]
     name = ""
     config: dict[str, Any] = {}
+    labels: list[str] = []
+    # An offline run states how it ended in its exit record (the exit code wandb.finish got, 1
+    # after an uncaught exception); without one the process is still running or died unwarned.
+    state: str | None = None
     rows: list[Mapping[str, Any]] = []
     files = sorted(run_dir.glob("run-*.wandb"))
     for f in files:
@@ -187,6 +232,7 @@ def _read_offline_run(run_dir: Path, losses: LossLog) -> _Run:
             if kind == "run":
                 run_id = rec.run.run_id or run_id
                 name = rec.run.display_name or name
+                labels = list(rec.run.tags) or labels
                 for it in rec.run.config.update:
                     config[_item_key(it)] = json.loads(it.value_json)
             elif kind == "config":
@@ -194,42 +240,77 @@ def _read_offline_run(run_dir: Path, losses: LossLog) -> _Run:
                     config[_item_key(it)] = json.loads(it.value_json)
                 for it in rec.config.remove:
                     config.pop(_item_key(it), None)
+            elif kind == "exit":
+                state = "finished" if rec.exit.exit_code == 0 else f"failed (exit code {rec.exit.exit_code})"
+            elif kind == "preempting" and state is None:
+                state = "preempting"
             elif kind == "history":
                 row = {_item_key(it): json.loads(it.value_json) for it in rec.history.item}
                 if rec.history.HasField("step"):
                     row.setdefault("_step", rec.history.step.num)
                 rows.append(row)
-    return _Run(run_id, name or run_id, _params(config), rows, str(files[0]) if files else str(run_dir))
+    if state is None:
+        status, state = "unknown", "no exit record"
+    else:
+        status = run_status(state.split(" ", 1)[0])
+    source = str(files[0]) if files else str(run_dir)
+    return _Run(run_id, name or run_id, _params(config), rows, source, status, state, run_tags(labels))
 
 
 def read_wandb_offline(
-    root: str | Path, *, metric: str | None = None, axis_column: str | None = None
+    root: str | Path,
+    *,
+    metric: str | None = None,
+    axis_column: str | None = None,
+    axis_cumulative: bool = False,
 ) -> list[ImportResult]:
     """Every curve of every offline run at or under ``root``, one result per run (its ``.wandb``
     file is the source). Raises ImportFormatError when there is no offline run, the axis is
-    unknown, or no metric matches."""
+    unknown, or no metric matches. ``axis_column`` may be a metric the runs log (:func:`_logged`)."""
     base = Path(root)
     source = f"{OFFLINE_PREFIX}{base}"
-    axis = _axis(source, axis_column)
+    logged = _logged(axis_column, axis_cumulative)
+    axis = _axis(source, None if logged else axis_column)
     dirs = offline_run_dirs(base)
     if not dirs:
         raise ImportFormatError(
             f"{base}: no W&B offline runs (offline-run-*/run-*.wandb) here (fix: name a wandb/ directory)"
         )
     _need_wandb(source)
-    read: list[tuple[_Run, LossLog]] = []
+    # A run resumed offline (wandb.init(id=..., resume=...)) writes one offline-run-<time>-<id>
+    # directory per process: its parts, joined here in time order (the names start with it).
+    by_id: dict[str, list[Path]] = {}
     for d in dirs:
+        by_id.setdefault(d.name.rsplit("-", 1)[-1], []).append(d)
+    read: list[tuple[_Run, LossLog]] = []
+    for parts in by_id.values():
         losses = LossLog()
-        read.append((_read_offline_run(d, losses), losses))
+        read.append((_join_parts([_read_offline_run(d, losses) for d in parts]), losses))
     named = _names([r for r, _ in read])
     found: set[str] = set()
     results = []
     for (run, losses), name in zip(read, named, strict=True):
-        curves = _curves(run.source, name, run, axis, metric, losses, found)
+        curves = _curves(run.source, name, run, axis, metric, losses, found, logged)
         results.append(ImportResult(run.source, "wandb-offline", curves, losses.freeze()))
+    if logged is not None:
+        results = on_logged_axis(results, logged, cumulative=axis_cumulative)
     if not any(r.losses for r in results):  # else the losses are the news: the caller reports them
         _check_found(source, results, metric, found)
     return results
+
+
+def _join_parts(parts: list[_Run]) -> _Run:
+    """One run from its offline parts, oldest first: rows in order, each marked with its part, so
+    that a step the resumed part logs again is a re-log (the later value kept and reported,
+    :func:`make_curve`), not a duplicate; config, tags and state are the last part's."""
+    if len(parts) == 1:
+        return parts[0]
+    last = parts[-1]
+    params = {k: v for p in parts for k, v in p.params.items()}
+    rows = [row for p in parts for row in p.rows]
+    index = tuple(k for k, p in enumerate(parts) for _ in p.rows)
+    said = f"{last.source_status} (after {len(parts) - 1} restart(s))"
+    return replace(last, params=params, rows=rows, source=parts[0].source, source_status=said, parts=index)
 
 
 # --- projects through the public API ----------------------------------------------------------
@@ -240,13 +321,15 @@ def read_wandb_project(
     *,
     metric: str | None = None,
     axis_column: str | None = None,
+    axis_cumulative: bool = False,
     api: WandbApi | None = None,
 ) -> ImportResult:
     """Every curve of every run of project ``ENTITY/PROJECT`` read through ``wandb.Api`` (or the
     ``api`` given: tests pass a fake). Raises ImportFormatError when the project cannot be read,
-    has no runs, or no metric matches."""
+    has no runs, or no metric matches. ``axis_column`` may be a metric the runs log (:func:`_logged`)."""
     source = f"{API_PREFIX}{path}"
-    axis = _axis(source, axis_column)
+    logged = _logged(axis_column, axis_cumulative)
+    axis = _axis(source, None if logged else axis_column)
     if path.count("/") != 1 or not all(path.split("/")):
         raise ImportFormatError(f"{source}: expected ENTITY/PROJECT (fix: e.g. wandb:my-team/grpo-loo)")
     errors: tuple[type[Exception], ...] = (ValueError,)
@@ -260,7 +343,17 @@ def read_wandb_project(
     try:
         api = api if api is not None else wandb.Api()
         runs = [
-            _Run(r.id, r.name or r.id, _params(r.config), list(r.scan_history()), source)
+            _Run(
+                r.id,
+                r.name or r.id,
+                _params(r.config),
+                list(r.scan_history()),
+                source,
+                # A fake or older Api may not give them: then the run counts as finished, untagged.
+                run_status(getattr(r, "state", None) or "finished"),
+                getattr(r, "state", None),
+                run_tags(getattr(r, "tags", None) or ()),
+            )
             for r in api.runs(path)
         ]
     except errors as err:
@@ -275,13 +368,23 @@ def read_wandb_project(
     found: set[str] = set()
     curves: list[ImportedCurve] = []
     for run, name in zip(runs, _names(runs), strict=True):
-        curves.extend(_curves(source, name, run, axis, metric, losses, found))
+        curves.extend(_curves(source, name, run, axis, metric, losses, found, logged))
     result = ImportResult(source, "wandb", tuple(curves), losses.freeze())
+    if logged is not None:
+        (result,) = on_logged_axis([result], logged, cumulative=axis_cumulative)
     _check_found(source, [result], metric, found)
     return result
 
 
 # --- shared: rows -> curves -------------------------------------------------------------------
+
+
+def _logged(axis_column: str | None, cumulative: bool) -> str | None:
+    """The metric the curves are placed on by step (``perf/gpu_hours``; its running total with
+    ``cumulative``), or None for one of W&B's own axes (:func:`_axis`)."""
+    if axis_column and (cumulative or axis_column not in _AXES):
+        return axis_column
+    return None
 
 
 def _axis(source: str, axis_column: str | None) -> str:
@@ -313,8 +416,10 @@ def _curves(
     metric: str | None,
     losses: LossLog,
     found: set[str],
+    axis_metric: str | None = None,
 ) -> tuple[ImportedCurve, ...]:
-    series: dict[str, tuple[list[int], list[float], list[float], list[str]]] = {}
+    # ``axis_metric`` (a logged axis) is kept whatever the metric filter: curves are placed on it.
+    series: dict[str, tuple[list[int], list[float], list[float], list[str], list[int]]] = {}
     t0 = min((r["_timestamp"] for r in run.rows if _number(r.get("_timestamp")) is not None), default=0.0)
     for i, row in enumerate(run.rows):
         place = f"run {name!r} row {i + 1}"
@@ -332,20 +437,31 @@ def _curves(
             if v is None or key in SYSTEM_NAMES or key.startswith("_"):
                 continue
             found.add(key)
-            if metric is not None and key != metric and not fnmatch.fnmatchcase(key, metric):
+            wanted = key in (metric, axis_metric) or fnmatch.fnmatchcase(key, metric or key)
+            if metric is not None and not wanted:
                 continue
-            s = series.setdefault(key, ([], [], [], []))
+            s = series.setdefault(key, ([], [], [], [], []))
             s[0].append(step)
             s[1].append(x)
             s[2].append(v)
             s[3].append(place)
+            s[4].append(run.parts[i] if run.parts else 0)
     curves = []
     for key in sorted(series):
-        steps, xs, values, where = series[key]
-        curve = make_curve(source, name, key, axis, steps, xs, values, where, losses)
+        steps, xs, values, where, part = series[key]
+        curve = make_curve(source, name, key, axis, steps, xs, values, where, losses, segments=part)
         if len(curve):
             # The W&B run id is the run: its display name may gain a twin (and a suffix) later.
-            curves.append(replace(curve, params=run.params, run_key=f"wandb:{run.id}"))
+            curves.append(
+                replace(
+                    curve,
+                    params=run.params,
+                    run_key=f"wandb:{run.id}",
+                    status=run.status,
+                    source_status=run.source_status,
+                    tags=run.tags,
+                )
+            )
     return tuple(curves)
 
 

@@ -446,8 +446,8 @@ class TensorBoardCompute(Frozen):
 class CommandRunnerConfig(Additive):
     """A lab's own trainer: ``argv`` is templated with the variant's overrides."""
 
-    # The TensorBoard tail came later: left out of the dump while unset (see Additive).
-    _later = ("tensorboard_dir", "tensorboard_tags", "tensorboard_compute")
+    # The TensorBoard tail and the launcher came later: left out of the dump while unset (see Additive).
+    _later = ("tensorboard_dir", "tensorboard_tags", "tensorboard_compute", "launcher", "nproc_per_node")
 
     type: Literal["command"]
     argv: tuple[str, ...] = Field(min_length=1)
@@ -464,6 +464,15 @@ class CommandRunnerConfig(Additive):
     tensorboard_compute: dict[
         Literal["gpu_hours", "flops", "tokens", "samples", "wall_s"], TensorBoardCompute
     ] = Field(default_factory=dict, description="compute unit -> step or wall_time x scale")
+    # Multi-process launch (scalerl.harness.execution.runners.command.launch_argv): torchrun starts
+    # nproc_per_node copies of argv, each with RANK / WORLD_SIZE; opt-in, because trainers such as
+    # verl and OpenRLHF start their own workers (through Ray) from a single driver process.
+    launcher: Literal["torchrun"] | None = Field(
+        None, description="torchrun: launch argv as `torchrun --standalone --nproc-per-node N`"
+    )
+    nproc_per_node: PositiveInt | None = Field(
+        None, description="processes torchrun starts; default: the run's GPUs (resources.gpus), at least 1"
+    )
 
     @model_validator(mode="after")
     def _no_secrets(self) -> CommandRunnerConfig:
@@ -488,6 +497,15 @@ class CommandRunnerConfig(Additive):
             raise ValueError(
                 "tensorboard_tags / tensorboard_compute without tensorboard_dir; "
                 "fix: set tensorboard_dir to the directory the trainer's SummaryWriter writes"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _launcher(self) -> CommandRunnerConfig:
+        if self.nproc_per_node is not None and self.launcher is None:
+            raise ValueError(
+                f"nproc_per_node={self.nproc_per_node} without a launcher; "
+                "fix: add launcher: torchrun, or drop nproc_per_node"
             )
         return self
 

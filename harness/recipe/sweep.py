@@ -32,6 +32,10 @@ Fields other pieces read (keep the names):
   ``time_min`` (wall limit of one job attempt, minutes) and ``profile`` (a name under ``slurm/``,
   whose partition/account/qos apply; null = none).
 * ``executor`` and ``max_retries`` (attempts after the first, on failure or preemption).
+* ``on_code_change`` (``refuse`` | ``reuse`` | ``rerun``), read by execution: what a resubmission
+  does with runs that other code made (another commit, dirty diff or torch/transformers/vllm/trl
+  /harness version; :mod:`scalerl.harness.execution.codechange`). ``--on-code-change`` overrides
+  it; unset, ``$SCALERL_ON_CODE_CHANGE`` or ``refuse``.
 
 The design sections are documented on their classes below; :func:`scalerl.harness.recipe.loader.load_sweep`
 reads the file and :func:`scalerl.harness.recipe.planner.plan` expands it.
@@ -216,6 +220,10 @@ class SweepSpec(Frozen):
     resources: Resources = Resources()
     executor: Literal["local", "slurm", "debug"] = "local"
     max_retries: NonNegativeInt = 2
+    # Resubmitting over runs other code made (scalerl.harness.execution.codechange): refuse to
+    # mix code versions, reuse their results, or rerun them under the new code. None: not set
+    # here ($SCALERL_ON_CODE_CHANGE, else refuse).
+    on_code_change: Literal["refuse", "reuse", "rerun"] | None = None
 
     _loaded: LoadedSweep | None = PrivateAttr(None)
 

@@ -2,8 +2,10 @@
 
 The report reads; it never writes. When the store holds no fits for the chosen metric and axis
 (``scalerl fit`` has not been run), the fits and verdicts are computed here with the analysis
-package and the page says they are not stored. If even that is impossible (too few points), the
-page shows the raw curves and says that ``scalerl fit`` has not been run.
+package and the page says they are not stored. If even that is impossible (no point on the axis,
+too few points), :func:`missing_fits` says what is missing: ``scalerl report`` and
+``Sweep.report`` stop with it; the data (raw curves only) is still there for a notebook. A sweep
+with no point yet gets a page that says ``scalerl fit`` has not been run.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from scalerl.harness.report.document import FitsSource, ReportData
 
 log = logging.getLogger(__name__)
 
-DEFAULT_METRIC = "val/pass_rate"
+DEFAULT_METRIC = "val/pass_rate"  # as scalerl.harness.analysis.sweep's (which imports scipy)
 DEFAULT_AXIS = "flops"
 
 
@@ -79,14 +81,17 @@ def load_report_data(
     store: Any,
     sweep: str,
     *,
-    metric: str = DEFAULT_METRIC,
+    metric: str | None = None,
     axis: str | None = None,
     store_kind: str = "",
     max_points_per_run: int = 400,
 ) -> ReportData:
     """Read one sweep from ``store`` (a ``db`` store) into a :class:`ReportData`.
 
-    ``axis`` None means: the axis of the stored fits, else the sweep spec's ``fit.axis``, else FLOPs.
+    ``metric`` None means the sweep spec's ``fit.metric`` (a recipe's, or what its import stored),
+    else ``val/pass_rate``. ``axis`` None means: the axis of the stored fits, else the sweep spec's
+    ``fit.axis``, else FLOPs. ``fits_source`` is ``missing`` when fits are neither stored nor
+    computable (``notes`` says why); ``scalerl report`` then stops (:func:`missing_fits`).
     """
     from scalerl.db import queries
 
@@ -100,6 +105,8 @@ def load_report_data(
         raise ConfigError("no such sweep in the store", field="SWEEP", value=sweep,
                           fix=f"pick one of: {have}")  # fmt: skip
     spec = match.iloc[0]["spec"] or {}
+    fit_spec = dict(spec.get("fit") or {})
+    metric = metric or str(fit_spec.get("metric") or DEFAULT_METRIC)
     runs = queries.runs(store, sweep)
     curves = queries.curves(store, sweep, metric=metric)
     if curves.empty and not runs.empty and (runs["n_points"] > 0).any():
@@ -111,7 +118,7 @@ def load_report_data(
     diagnostics = load_diagnostics(store, sweep)
     stored_fits = queries.fits(store, sweep)
     stored_verdicts = queries.verdicts(store, sweep)
-    chosen = axis or stored_axis(stored_fits, metric)
+    chosen = axis or stored_axis(stored_fits, metric) or fit_spec.get("axis")
     notes: list[str] = []
     source: FitsSource = "store"
     fits = _for(stored_fits, metric, chosen) if chosen else stored_fits.iloc[0:0]
@@ -127,8 +134,23 @@ def load_report_data(
             except AnalysisError as err:
                 notes.append(f"fits could not be computed: {err}")
     return ReportData(
-        sweep=sweep, metric=metric, axis=chosen or DEFAULT_AXIS, runs=runs, curves=curves, fits=fits,
+        sweep=sweep, metric=metric, axis=str(chosen or DEFAULT_AXIS), runs=runs, curves=curves, fits=fits,
         verdicts=verdicts, fits_source=source, store_kind=store_kind,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), notes=tuple(notes),
         max_points_per_run=max_points_per_run, diagnostics=diagnostics,
     )  # fmt: skip
+
+
+def missing_fits(data: ReportData) -> str | None:
+    """Why ``data`` has points of its metric but no fits (neither stored nor computable), as the
+    message ``scalerl report`` stops with; None when it has fits, or no points yet (a sweep that
+    has just started: its page says so)."""
+    if data.fits_source != "missing" or data.curves.empty:
+        return None
+    why = "; ".join(data.notes) or "nothing could be fitted"
+    filled = [a for a in AXES if a in data.curves and data.curves[a].notna().any()]
+    return (
+        f"sweep {data.sweep!r}: no fits for metric {data.metric!r} on axis {data.axis!r}: {why} "
+        f"(fix: run `scalerl fit {data.sweep} --metric {data.metric} --axis AXIS`, AXIS one its "
+        f"points carry: {', '.join(filled) or 'step'}; then `scalerl report` draws those fits)"
+    )

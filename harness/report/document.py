@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from scalerl.harness.execution.codechange import mixed_warning, versions_in
+from scalerl.harness.execution.provenance import short
 from scalerl.harness.report._style import AXIS_LABELS, esc, fmt, fmt_interval
 from scalerl.harness.report.curves import curves_figure
 from scalerl.harness.report.knobmap import knob_map_figure
@@ -154,19 +156,30 @@ def _runs_table_html(runs: pd.DataFrame, curves: pd.DataFrame, metric: str, axis
     last = {
         str(r.run_id): (r.value, getattr(r, axis)) for r in latest_values(curves, metric, axis).itertuples()
     }
-    headers = ("run", "variant", "seed", "status", "attempts", "points", f"latest {esc(metric)}",
+    headers = ("run", "variant", "seed", "status", "attempts", "code", "points", f"latest {esc(metric)}",
                f"latest {esc(AXIS_LABELS.get(axis, axis))}", "error")  # fmt: skip
     rows = []
     for _, r in runs.iterrows():
         rid = r.get("run_id")
         value, spent = last.get(str(rid), (None, None))
+        prov = r.get("provenance")
         cells = (
             esc(rid), esc(r.get("variant")), esc(r.get("seed")), esc(r.get("status")),
-            esc(r.get("attempts")), esc(r.get("n_points")), fmt(value, 4), fmt(spent), esc(r.get("error")),
+            esc(r.get("attempts")), esc(short(prov if isinstance(prov, dict) else None)),
+            esc(r.get("n_points")), fmt(value, 4), fmt(spent), esc(r.get("error")),
         )  # fmt: skip
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in headers)
     return f'<table class="runs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _code_line(provs: Any) -> str:
+    """``code 1a2b3c4+dirty · `` for the meta line: the code versions the runs were made by."""
+    versions = versions_in(provs)
+    if not versions:
+        return ""
+    shown = ", ".join(label if len(versions) == 1 else f"{label} ({n})" for label, n in versions)
+    return f"code {esc(shown)} · "
 
 
 def _fits_notice(data: ReportData) -> str:
@@ -252,6 +265,10 @@ def render_html(data: ReportData) -> str:
     if n_runs:
         sections.append("<h2>Runs</h2>" + _runs_table_html(data.runs, data.curves, data.metric, data.axis))
     notes = "".join(f'<p class="meta">{esc(n)}</p>' for n in data.notes)
+    provs = data.runs.get("provenance", ())
+    mixed = mixed_warning(provs)
+    if mixed:  # first thing under the title: every verdict on the page is affected
+        notes = f'<p class="notice code-mixed">{esc(mixed)}</p>' + notes
     title = f"scalerl report: {esc(data.sweep)}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -259,6 +276,6 @@ def render_html(data: ReportData) -> str:
         f"<h1>{title}</h1>"
         f'<p class="meta">metric <code>{esc(data.metric)}</code> against '
         f"{esc(AXIS_LABELS.get(data.axis, data.axis))} · {status_line(data.runs)} · "
-        f"store: {esc(data.store_kind)} · generated {esc(data.generated_at)}</p>"
+        f"{_code_line(provs)}store: {esc(data.store_kind)} · generated {esc(data.generated_at)}</p>"
         f"{_fits_notice(data)}{notes}{''.join(sections)}<script>{_JS}</script></body></html>\n"
     )

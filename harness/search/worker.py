@@ -439,6 +439,7 @@ def _run_trial(
         db_url=spec.db_url,
         resources=spec.resources,
         checkpoint_grace_s=spec.checkpoint_grace_s,
+        provenance=_code(spec, store, recipe.runner.type),
     )
     # The worker's own stop (preemption) reaches the run through the trial's event.
     finished = threading.Event()
@@ -504,6 +505,18 @@ def _run_trial(
         trial.set_user_attr(f"objective_{key}", value)
     study.tell(trial, obj.value)
     report.complete += 1
+
+
+def _code(spec: WorkerSpec, store: Any, runner: str) -> dict[str, Any]:
+    """The code this trial runs (:mod:`scalerl.harness.execution.provenance`), captured per trial:
+    a worker lives for many trials, and the checkout may change under it. The worker's own
+    outputs (state dir, sweep file, a SQLite store) are not code."""
+    from scalerl.harness.execution.provenance import for_runners
+
+    db_file = getattr(store, "sqlite_path", None)
+    outputs = [Path(spec.state_dir), Path(spec.sweep_file), Path(".scalerl")]
+    outputs += [Path(db_file + x) for x in ("", "-wal", "-shm", "-journal")] if db_file else []
+    return for_runners([runner], exclude=outputs)[runner]
 
 
 def _mark_cancelled(store: Any, run_id: str, attempts: list[int]) -> None:

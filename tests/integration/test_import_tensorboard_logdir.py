@@ -96,3 +96,36 @@ def test_run_regex_reads_params_from_directory_names(
     url = f"sqlite:///{tmp_path / 's.db'}"
     assert main(["import", str(logdir), "--sweep", "tb", "--map", str(mapping), "--db", url]) == 0
     assert "onto 2 variant(s): baseline, rate=3e-3" in capsys.readouterr().out
+
+
+def test_a_resumed_verl_run_that_re_logs_steps_imports_by_the_resume_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # verl's layout: one directory per experiment; the restart from the step-20 checkpoint after a
+    # crash at step 30 writes a second event file that logs steps 21-30 again, then goes on to 40.
+    run = tmp_path / "tensorboard_log" / "grpo" / "qwen-s0"
+    run.mkdir(parents=True)
+    write_events(run, 1700000009, [(s, s / 100) for s in range(1, 31)])
+    write_events(run, 1700003600, [(s, s / 100 + 0.5) for s in range(21, 41)])
+    (result,) = read_logdir(tmp_path / "tensorboard_log")
+    (curve,) = result.curves
+    assert not result.losses  # a resume is no loss
+    assert curve.relogged == tuple(range(21, 31))
+    assert curve.steps.tolist() == list(range(1, 41))
+    assert curve.values[19] == pytest.approx(0.20) and curve.values[20] == pytest.approx(0.71)  # later kept
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    assert main(["import", str(tmp_path / "tensorboard_log"), "--sweep", "verl", "--db", url]) == 0
+    out = capsys.readouterr().out
+    assert "run 'grpo/qwen-s0': 10 step(s) re-logged after a restart; later values kept" in out
+    assert "40 point(s) into sweep 'verl'" in out
+    store = db.open_store(url)
+    frame = db.queries.curves(store, "verl", "reward")
+    store.close()
+    assert frame["step"].tolist() == list(range(1, 41))
+    assert frame["value"].tolist()[20:30] == pytest.approx([s / 100 + 0.5 for s in range(21, 31)])
+
+    # A step logged twice within one file (no restart between) is still a loss.
+    write_events(run, 1700007200, [(41, 0.9), (41, 0.91)])
+    (result,) = read_logdir(tmp_path / "tensorboard_log")
+    assert result.losses.counts == {"duplicate-step": 1} and result.curves[0].relogged == tuple(range(21, 31))

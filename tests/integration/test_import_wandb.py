@@ -191,6 +191,8 @@ class FakeRun:
     name: str | None
     config: Mapping[str, Any]
     rows: list[dict[str, Any]] = field(default_factory=list)
+    state: str | None = None
+    tags: list[str] = field(default_factory=list)
 
     def scan_history(self) -> Iterable[Mapping[str, Any]]:
         return iter(self.rows)
@@ -239,7 +241,8 @@ def test_project_reader_with_a_fake_api(
     assert timed.curves[0].x[:3].tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(ImportFormatError, match="expected ENTITY/PROJECT"):
         read_wandb_project("loo", api=api)
-    with pytest.raises(ImportFormatError, match="not a W&B axis"):
+    # Any other axis is a metric the runs log (harness/importers/axis.py): one they do not is named.
+    with pytest.raises(ImportFormatError, match=r"no run logs the axis 'epoch'.*one of: val/pass_rate\)"):
         read_wandb_project("lab/loo", api=api, axis_column="epoch")
     import wandb
 
@@ -256,3 +259,84 @@ def test_project_reader_with_a_fake_api(
     assert main(["import", "wandb:lab/loo", "--sweep", "p", *FLAGS, "--db", url]) == 0
     assert "imported 6 curve(s), 270 point(s) into sweep 'p'" in capsys.readouterr().out
     check_verdict(url, "p", "alternative", "alternative=cispo", capsys)
+
+
+STATUS_WRITER = textwrap.dedent(
+    """
+    import time
+    import wandb
+    run = wandb.init(project="st", name="ok", config={"seed": 0}, tags=["baseline", "team=rl"])
+    for step in range(1, 6):
+        run.log({"val/pass_rate": 0.1 * step}, step=step)
+    run.finish()
+    run = wandb.init(project="st", name="diverged", config={"seed": 1}, tags=["team=rl"])
+    for step in range(1, 4):
+        run.log({"val/pass_rate": 0.0}, step=step)
+    run.finish(exit_code=1)
+    # Crashed at step 5, resumed from the step-2 checkpoint: steps 3-5 logged again.
+    run = wandb.init(project="st", name="resumed", id="res0001", config={"seed": 2})
+    for step in range(1, 6):
+        run.log({"val/pass_rate": 0.01 * step}, step=step)
+    run.finish(exit_code=1)
+    # W&B names an offline directory by the second it started: a resume within the same second
+    # would write into (and replace) the first part's log; a real restart comes much later.
+    time.sleep(1.5)
+    run = wandb.init(project="st", name="resumed", id="res0001", resume="allow", config={"seed": 2})
+    for step in range(3, 9):
+        run.log({"val/pass_rate": 0.1 * step}, step=step)
+    run.finish()
+    """
+)
+
+
+def test_offline_run_states_and_tags_come_from_the_transaction_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path),
+        "WANDB_SILENT": "true",
+        "WANDB_DISABLE_GIT": "true",
+        "WANDB_DISABLE_CODE": "true",
+        "HOME": str(tmp_path),
+    }
+    subprocess.run([sys.executable, "-c", STATUS_WRITER], check=True, timeout=120, env={**os.environ, **env})
+    by_run = {c.run: c for r in read_wandb_offline(tmp_path / "wandb") for c in r.curves}
+    ok, bad = by_run["ok"], by_run["diverged"]
+    assert (ok.status, ok.source_status) == ("completed", "finished")
+    assert (bad.status, bad.source_status) == ("failed", "failed (exit code 1)")
+    assert dict(ok.tags) == {"baseline": "true", "team": "rl"} and dict(bad.tags) == {"team": "rl"}
+    # The resumed run's two offline directories are one run: the later values kept, counted.
+    res = by_run["resumed"]
+    assert res.steps.tolist() == list(range(1, 9)) and res.relogged == (3, 4, 5)
+    assert res.values.tolist() == pytest.approx([0.01, 0.02, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    assert (res.status, res.source_status) == ("completed", "finished (after 1 restart(s))")
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    assert (
+        main(["import", str(tmp_path / "wandb"), "--sweep", "st", "--only", "tag:baseline", "--db", url]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "left out run 'diverged': does not match --only tag:baseline" in out
+    assert main(["import", str(tmp_path / "wandb"), "--sweep", "st2", "--db", url]) == 0
+    out = capsys.readouterr().out
+    assert "left out run 'diverged': failed (failed (exit code 1)): left out of the verdicts" in out
+    assert "run 'resumed': 3 step(s) re-logged after a restart; later values kept" in out
+    store = db.open_store(url)
+    stored = {s: db.queries.runs(store, s) for s in ("st", "st2")}
+    store.close()
+    assert [sorted(f["variant"]) for f in stored.values()] == [["ok"], ["ok", "resumed"]]
+    assert stored["st"]["status"].tolist() == ["completed"]
+
+
+def test_project_run_states_and_tags_through_the_api() -> None:
+    api = fake_api()
+    crashed, killed = api.by_path["lab/loo"][2], api.by_path["lab/loo"][3]
+    crashed.state, crashed.tags = "crashed", ["team=rl"]
+    killed.state = "killed"
+    result = read_wandb_project("lab/loo", api=api)
+    got = {c.run: (c.status, c.source_status, dict(c.tags)) for c in result.curves}
+    assert got["none-seed2"] == ("failed", "crashed", {"team": "rl"})
+    assert got["cispo-seed0"] == ("cancelled", "killed", {})
+    # A run the fake gives no state counts as finished.
+    assert got["none-seed0"] == ("completed", None, {})

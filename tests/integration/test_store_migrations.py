@@ -224,6 +224,55 @@ def test_upgrading_from_0004_keys_fits_by_metric_and_axis_and_renames_run_sweep(
     engine.dispose()
 
 
+def test_upgrading_from_0005_adds_run_provenance_as_unknown_and_downgrades(url: str) -> None:
+    """0006 (issue 25 item 4) on a store with data: old runs get provenance NULL ("unknown"),
+    ``v_runs`` shows the column, a new attempt records its code; downgrade restores 0005."""
+    from alembic import command
+
+    bundle = make_engine(resolve_url(url))
+    assert schema.upgrade(bundle, "0005") == (None, "0005")
+    with bundle.engine.begin() as conn:  # a store written by the 0005 code
+        conn.execute(text("INSERT INTO sweep (name, spec, created_at) VALUES ('s', '{}', CURRENT_TIMESTAMP)"))
+        conn.execute(
+            text(
+                "INSERT INTO run (run_id, first_sweep, variant, seed, config, config_hash, status, attempts,"
+                " created_at) VALUES ('r', 's', 'baseline', 0, '{}', 'h', 'completed', 1, CURRENT_TIMESTAMP)"
+            )
+        )
+        conn.execute(text("INSERT INTO sweep_run (sweep, run_id, variant) VALUES ('s', 'r', 'baseline')"))
+        conn.execute(
+            text("INSERT INTO point (run_id, step, metric, value, attempt) VALUES ('r', 2, 'm', 0.5, 1)")
+        )
+    assert schema.upgrade(bundle, "head") == ("0005", schema.head_revision())
+    with bundle.engine.connect() as conn:
+        assert [tuple(r) for r in conn.execute(text("SELECT run_id, provenance FROM v_runs"))] == [
+            ("r", None)
+        ]
+    bundle.engine.dispose()
+    store = db.open_store(url)
+    assert store.get_run("r").provenance is None  # type: ignore[union-attr]
+    assert db.runs(store, "s")["provenance"].tolist() == [None]
+    code = {"repo": "/lab", "commit": "a" * 40, "dirty": False, "diff": None, "versions": {"torch": "2.5.1"}}
+    assert store.start_attempt("r", provenance=code) == 2
+    assert store.get_run("r").provenance == code  # type: ignore[union-attr]
+    assert db.runs(store, "s")["provenance"].tolist() == [code]
+    started = db.queries.events(store, run_id="r")
+    assert started[started.kind == "started"]["detail"].iloc[-1]["provenance"] == code
+    assert store.start_attempt("r") == 3  # no provenance given: the run's stays
+    assert store.get_run("r").provenance == code  # type: ignore[union-attr]
+    store.close()
+
+    engine = make_engine(resolve_url(url)).engine
+    with engine.begin() as conn:  # and 0006 downgrades cleanly, data kept
+        command.downgrade(schema.alembic_config(conn), "0005")
+        assert schema.current_revision(conn) == "0005"
+        assert "provenance" not in {c["name"] for c in inspect(conn).get_columns("run")}
+        rows = conn.execute(text("SELECT run_id, attempts, first_sweep FROM v_runs")).all()
+        assert [tuple(r) for r in rows] == [("r", 3, "s")]
+        assert conn.execute(text("SELECT COUNT(*) FROM v_curves")).scalar_one() == 1
+    engine.dispose()
+
+
 def test_an_empty_database_is_created_and_a_foreign_one_refused(url: str) -> None:
     store = db.open_store(url)  # empty: upgraded on open
     with store.engine.connect() as conn:

@@ -18,13 +18,23 @@ clean exit that left children behind, a malformed metrics line, a store error, a
 watchdog, the job or search worker being SIGKILLed), so no orphan writes beside the next attempt.
 Non-finite metric values are kept and counted, as importers count them (the run's ``losses``
 event); an exit status 0 with no point logged fails the run (:func:`scalerl.harness.execution.job.execute`).
+
+Multi-process runs: ``runner.launcher: torchrun`` starts the command as ``torchrun --standalone
+--nproc-per-node N --no-python ARGV`` (:func:`launch_argv`), N = ``runner.nproc_per_node``, else
+the run's GPUs (``resources.gpus``), at least 1. Every rank inherits the run's environment,
+``CUDA_VISIBLE_DEVICES`` (its GPU set on the local executor) included, and gets torchrun's
+``RANK`` / ``LOCAL_RANK`` / ``WORLD_SIZE``; only rank 0 should report points (the client writes
+only from rank 0; a metrics file is the script's to write from rank 0).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import shutil
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -54,6 +64,23 @@ def _tail(path: Path, n: int = STDERR_TAIL_BYTES) -> str:
         return ""
 
 
+def torchrun_program() -> list[str]:
+    """How torchrun is started: ``python -m torch.distributed.run`` (torchrun's documented
+    equivalent) with this interpreter where it has torch, else ``torchrun`` from PATH."""
+    if importlib.util.find_spec("torch") is not None:
+        return [sys.executable, "-m", "torch.distributed.run"]
+    return [shutil.which("torchrun") or "torchrun"]
+
+
+def launch_argv(argv: list[str], cfg: CommandRunnerConfig, gpus: int) -> list[str]:
+    """``argv`` as the runner's ``launcher`` starts it. ``--no-python``: argv[0] is run as given
+    (the lab's interpreter or script), as it is without a launcher."""
+    if cfg.launcher is None:
+        return argv
+    nproc = cfg.nproc_per_node or max(1, gpus)
+    return [*torchrun_program(), "--standalone", "--nproc-per-node", str(nproc), "--no-python", *argv]
+
+
 def build_command(ctx: RunContext) -> tuple[list[str], dict[str, str], Path]:
     """(argv, extra env, metrics file) for this attempt; raises ConfigError on bad templates."""
     recipe = ctx.spec.typed_recipe()
@@ -71,7 +98,7 @@ def build_command(ctx: RunContext) -> tuple[list[str], dict[str, str], Path]:
     metrics = metrics or Path(metrics_default)
     fields["metrics_file"] = str(metrics)
     tpl = Template(fields, recipe.resolved())
-    argv = tpl.render_all(cfg.argv, where="runner.argv")
+    argv = launch_argv(tpl.render_all(cfg.argv, where="runner.argv"), cfg, spec.resources.gpus_per_node)
     env = {k: tpl.render(v, where=f"runner.env.{k}") for k, v in cfg.env.items()}
     env.update(
         SCALERL_RUN_ID=spec.run_id,
@@ -103,6 +130,11 @@ class CommandRunner(Runner):
                     orphan_grace_s=ctx.spec.checkpoint_grace_s,
                 )
         except OSError as exc:
+            if getattr(ctx.spec.typed_recipe().runner, "launcher", None) == "torchrun":
+                raise ExecutionError(
+                    f"runner.launcher=torchrun: cannot start {argv[0]!r} ({exc}); fix: install torch "
+                    "(the [trainer] extra) where the harness runs, or put torchrun on PATH"
+                ) from exc
             raise ExecutionError(
                 f"runner.argv[0]={argv[0]!r}: cannot start the command ({exc}); "
                 "fix: use an absolute path or a program on PATH"
@@ -173,7 +205,20 @@ class CommandRunner(Runner):
 
 def check_templates(spec: RunSpec) -> None:
     """Render a command run's argv / env / metrics_file once, so a bad placeholder is reported by
-    ``scalerl sweep`` before anything is submitted."""
+    ``scalerl sweep`` before anything is submitted; refuse a torchrun launch over several tasks."""
+    res = spec.resources
+    if (
+        getattr(spec.typed_recipe().runner, "launcher", None) == "torchrun"
+        and res.nodes * res.tasks_per_node > 1
+    ):
+        raise ConfigError(
+            f"launcher: torchrun starts its ranks on one node (--standalone), but the run has "
+            f"{res.nodes} node(s) x {res.tasks_per_node} task(s), each of which would start its own",
+            field="runner.launcher",
+            value="torchrun",
+            fix="set resources.nodes: 1 and tasks_per_node: 1 (torchrun starts nproc_per_node ranks), "
+            "or drop the launcher and let srun start one task per rank",
+        )
     ctx = RunContext(
         spec=spec,
         attempt=1,

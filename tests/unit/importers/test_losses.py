@@ -100,11 +100,11 @@ def test_duplicate_wandb_column_keeps_the_first(tmp_path: Path) -> None:
 def test_duplicate_step_keeps_the_last_and_counts_the_rest(tmp_path: Path) -> None:
     rows = _rows(VERL)
     j = rows[0].index(REWARD)
-    relogged = list(rows[50])  # step 50 logged again after a restart
-    relogged[j] = "0.99"
+    again = list(rows[50])  # step 50 logged twice in a row: no restart in between
+    again[j] = "0.99"
     path = tmp_path / VERL.name
-    _write_rows(path, [*rows, relogged])
-    n_logged = sum(1 for c in relogged[1:] if c.strip())  # metrics that row logs
+    _write_rows(path, [*rows[:51], again, *rows[51:]])
+    n_logged = sum(1 for c in again[1:] if c.strip())  # metrics that row logs
     with pytest.raises(ImportFormatError) as err:
         read_curves(path)
     assert f"duplicate-step {n_logged} (line 51: step 50, " in str(err.value)
@@ -112,6 +112,24 @@ def test_duplicate_step_keeps_the_last_and_counts_the_rest(tmp_path: Path) -> No
     assert dict(result.losses.counts) == {"duplicate-step": n_logged} and n_logged == 21
     reward = next(c for c in result.curves if c.metric == REWARD)
     assert len(reward) == 116 and reward.values[reward.steps.tolist().index(50)] == 0.99
+    assert reward.relogged == ()
+
+
+def test_a_step_logged_again_after_the_steps_went_back_is_a_resume_not_a_loss(tmp_path: Path) -> None:
+    rows = _rows(VERL)
+    j = rows[0].index(REWARD)
+    relogged = [list(r) for r in rows[50:53]]  # steps 50-52 logged again after a restart
+    for r in relogged:
+        r[j] = "0.99"
+    path = tmp_path / VERL.name
+    _write_rows(path, [*rows, *relogged])
+    result = read_file(path)
+    assert not result.losses  # the resume rule: nothing lost, nothing refused
+    reward = next(c for c in result.curves if c.metric == REWARD)
+    assert reward.relogged == (50, 51, 52) and len(reward) == 116
+    at = reward.steps.tolist().index
+    assert float(rows[50][j]) != 0.99  # the later value replaced the first one logged
+    assert [reward.values[at(s)] for s in (49, 50, 52)] == [float(rows[49][j]), 0.99, 0.99]
 
 
 @pytest.mark.parametrize("bad", ["nan", "inf", "-inf"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from pydantic import ValidationError
 
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.execution.runners.base import RunContext
-from scalerl.harness.execution.runners.command import build_command, check_templates
+from scalerl.harness.execution.runners.command import build_command, check_templates, torchrun_program
 from scalerl.harness.execution.spec import Resources, RunSpec
 from scalerl.harness.recipe.schema import Recipe
 
@@ -27,14 +26,16 @@ def _argv(tmp_path: Path, runner: dict[str, Any], gpus: int) -> list[str]:
 
 def test_torchrun_wraps_argv_with_one_process_per_gpu(tmp_path: Path) -> None:
     runner = {"type": "command", "argv": ["python3", "train.py", "--seed", "{seed}"], "launcher": "torchrun"}
-    torchrun = [sys.executable, "-m", "torch.distributed.run"]  # this interpreter has torch
+    torchrun = torchrun_program()  # this interpreter's torch, else torchrun on PATH (a torch-free venv)
+    assert torchrun[-1] in ("torch.distributed.run", "torchrun") or torchrun[-1].endswith("/torchrun")
     assert _argv(tmp_path, runner, gpus=4) == [
         *torchrun, "--standalone", "--nproc-per-node", "4", "--no-python",
         "python3", "train.py", "--seed", "2",
     ]  # fmt: skip
-    assert _argv(tmp_path, runner, gpus=0)[3:6] == ["--standalone", "--nproc-per-node", "1"]  # CPU: one
+    k = len(torchrun)
+    assert _argv(tmp_path, runner, gpus=0)[k : k + 3] == ["--standalone", "--nproc-per-node", "1"]  # CPU: one
     explicit = runner | {"nproc_per_node": 2}
-    assert _argv(tmp_path, explicit, gpus=8)[3:6] == ["--standalone", "--nproc-per-node", "2"]
+    assert _argv(tmp_path, explicit, gpus=8)[k : k + 3] == ["--standalone", "--nproc-per-node", "2"]
     plain = {"type": "command", "argv": ["python3", "train.py"]}  # no launcher: as before, at any GPU count
     assert _argv(tmp_path, plain, gpus=4) == ["python3", "train.py"]
 

@@ -6,7 +6,8 @@ scheduler that starts a run in a slot writes who holds it into the same file: sw
 the job's pid, its state dir. A holder is believed only while that pid is a live harness job
 (a released slot may still hold its last holder's text; a reused pid runs something else).
 
-A scheduler with queued runs and no free slot writes ``<state>/local/waiting.json``: the
+A scheduler with queued runs and no free slot, some of them held by another state dir's runs
+(another scheduler: another sweep folder or user), writes ``<state>/local/waiting.json``: the
 holders of the slots it may use and how many runs wait. ``scalerl status`` and the progress of
 ``scalerl sweep --wait`` read it (:func:`waiting`); it is removed once the queue moves.
 """
@@ -114,6 +115,11 @@ def note_waiting(layout: LocalLayout, max_parallel: int) -> None:
     """Record (and log, when it changes) that this scheduler's queue waits for a slot."""
     queued = len(layout.queued())
     now = holders(max_parallel)
+    if all(h.state_dir == str(layout.state_dir) for h in now):
+        # Held by this scheduler's own runs: an ordinary queue (status shows it as queued), not a
+        # wait on someone else's machine-wide slots; saying so on every sweep was noise.
+        clear_waiting(layout)
+        return
     path = layout.root / WAITING
     before = waiting(layout, check_scheduler=False)
     same = before is not None and before.queued == queued and before.holders == tuple(now)

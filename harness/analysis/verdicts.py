@@ -23,9 +23,10 @@ metric, same compute axis) by intervals at the sweep's level (``VerdictOptions.l
    (:mod:`scalerl.harness.analysis.inference`: random effects, Hartung-Knapp scale, seeds -
    groups degrees of freedom, a group's own scatter where it is significantly larger); dA = the
    variant's weighted seed mean less the baseline's. A plateau level sits below A by what the
-   curve still has to climb, shared by the variant's seeds: its late creep joins the group's
-   variance, and half of what its pooled fit still climbs past the window
-   (:func:`remaining_climb`) moves the estimate up and joins its sd.
+   curve still has to climb, shared by the variant's seeds: its late creep (less what the
+   seeds' noise alone would show) joins the group's variance, and half of what its pooled fit
+   still climbs past the window (:func:`remaining_climb`) moves the estimate up, with the
+   variance of a shortfall anywhere between none and all of that climb.
 4. **Efficiency at a common A** (the paper's rule): every seed of the baseline and the variant is
    refitted with A fixed at the two groups' mean; d log B and d log C_mid get t intervals the same
    way, at 1 - alpha/2 each (Bonferroni over the two).
@@ -756,26 +757,35 @@ def classify(
         # A plateau level sits below its ceiling by what the curve still has to climb, and that
         # shortfall is shared by every seed of the variant: it does not average away with seeds.
         # Two allowances for it join each variant's estimate:
-        # - its late creep (the rise its seeds still show over their late windows, under the
+        # - its late creep (the mean rise its seeds still show over their late windows, under the
         #   still-rising threshold or the ceiling would not count as measured), squared, into the
-        #   variance: without it the dA intervals held the truth 88% of the time at 8 seeds on
+        #   variance, less that mean's own sampling variance (the sweep's pooled spread of late
+        #   rises over the seeds): the squared mean of three noisy rises is mostly their noise,
+        #   and counting it as creep made 3-seed intervals hold the truth 98-100% of the time
+        #   where 95% was promised. Without the creep term the intervals held 88% at 8 seeds on
         #   the simulator, where the seeds make the rest of the interval narrow;
-        # - half of what its pooled fit still climbs past the window (remaining_climb): the fit's
-        #   extrapolation is known only roughly, so the estimate moves up by half of it and the
-        #   other half joins the sd (the interval spans "no climb left" to "all the fit's climb").
-        #   Knobs that change the speed sit at different stages of their rise when the budget
-        #   ends before the plateau: without it their dA intervals held the truth 60-87% of the
-        #   time at the 90%-of-gain budget (simulation seed 0); with the whole climb as a
-        #   correction the fits' noise came in (90.7% at 8 seeds); half of it held 95-100%.
+        # - what its pooled fit still climbs past the window (remaining_climb): the fit's
+        #   extrapolation is known only roughly, so the shortfall is taken as anywhere between no
+        #   climb and all of it: the estimate moves up by half of it, and its variance is that of
+        #   a uniform spread over the climb (climb^2 / 12). Knobs that change the speed sit at
+        #   different stages of their rise when the budget ends before the plateau: without the
+        #   allowance their dA intervals held the truth 60-87% of the time at the 90%-of-gain
+        #   budget; (climb/2)^2 as the variance held 98-100% (three seeds); climb^2 / 12 held
+        #   96% (simulation seed 21, tuning only; the published table is scored on other seeds).
         # Each variant keeps its own allowance in full rather than only what differs from the
         # baseline's (between variants at the same stage the shortfalls cancel): tried on seed 0,
         # the differenced allowance covered 86% at 5 seeds and the 90% budget, 92% at 8 seeds.
+        rise_var = rise_pool.seed_sd**2 if math.isfinite(rise_pool.seed_sd) else 0.0
         groups = dict(pooled_a.groups)
         for n, g in groups.items():
-            diffs = rises.get(n, ([], []))[0]
-            creep = max(0.0, float(np.mean(diffs))) if diffs else 0.0
-            half = climb.get(n, 0.0) / 2.0
-            groups[n] = replace(g, mean=g.mean + half, var=g.var + creep * creep + half * half)
+            diffs, noise = rises.get(n, ([], []))
+            creep2 = 0.0
+            if diffs:
+                mean = float(np.mean(diffs))
+                creep2 = max(0.0, mean) ** 2 - max(rise_var, float(np.mean(noise))) / len(diffs)
+            climb_n = climb.get(n, 0.0)
+            allowed = g.var + max(creep2, 0.0) + climb_n * climb_n / 12.0
+            groups[n] = replace(g, mean=g.mean + climb_n / 2.0, var=allowed)
         pooled_a = replace(pooled_a, groups=groups)
     # Free fits' log B, for movers (their efficiency at different ceilings is only descriptive).
     log_b = pool_groups(

@@ -80,3 +80,19 @@ def test_seeds_to_clear_scale_with_the_standard_error() -> None:
     se_n = 0.02 * math.sqrt(3 / n)
     assert 0.05 - (stats.t.ppf(0.975, 20) + stats.norm.ppf(0.8)) * se_n >= 0.02 - 1e-9
     assert Contrast(0.02, 0.01, 20.0).seeds_to_clear(0.02, 3, 0.95) is None  # on the threshold
+
+
+def test_a_noisy_group_keeps_its_spread_and_does_not_lend_it_to_the_quiet_ones() -> None:
+    rng = np.random.default_rng(3)
+    quiet = {f"g{i}": list(0.7 + 0.01 * rng.standard_normal(3)) for i in range(8)}
+    noisy = {"dipped": [0.70, 0.71, 0.55]}  # one seed dipped late
+    both = pool_groups(quiet | noisy)
+    alone = pool_groups(quiet)
+    # The dipped group keeps its own scatter (its seeds' variance over 3)...
+    assert both.groups["dipped"].var == pytest.approx(float(np.var(noisy["dipped"], ddof=1)) / 3)
+    # ...and every quiet group's variance, the scale and the degrees of freedom are those of the
+    # sweep without it (before: the dip inflated every quiet group's variance several-fold).
+    for g in quiet:
+        assert both.groups[g].var == pytest.approx(alone.groups[g].var)
+        assert both.groups[g].mean == pytest.approx(alone.groups[g].mean)
+    assert (both.df, both.seed_sd) == (alone.df, pytest.approx(alone.seed_sd))

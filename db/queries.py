@@ -239,6 +239,21 @@ def curves(
     return _assemble(columns, meta)
 
 
+def logged_metrics(store: Store, sweep: str) -> list[str]:
+    """The metrics any run of ``sweep`` logged, sorted: what a mistyped ``--metric`` could be."""
+    return sorted(
+        _read(
+            store,
+            lambda c: (
+                c.execute(select(Point.metric).where(Point.run_id.in_(_members(sweep))).distinct())
+                .scalars()
+                .all()
+            ),
+            f"reading the metrics of sweep {sweep!r}",
+        )
+    )
+
+
 def _reader_kind(store: Store) -> str:
     if store.dialect == "postgresql":
         return "copy"

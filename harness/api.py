@@ -92,7 +92,8 @@ class FitResult:
 class ForecastResult:
     """:meth:`Sweep.forecast`: ``scalerl forecast``'s numbers. ``frame`` has one row per variant
     and forecast compute (``FORECAST_COLUMNS``: variant, knob, runs, points, last_compute, status,
-    reason, compute, value, lo, hi; with ``reach``, also reach_fraction, reach_a, reach_compute,
+    reason, method (``sweep``: borrowed strength from the sibling variants; ``single``: its own
+    points only), compute, value, lo, hi; with ``reach``, also reach_fraction, reach_a, reach_compute,
     reach_lo, reach_hi); ``rows`` are the variants as ``scalerl forecast --json`` prints them."""
 
     sweep: str
@@ -104,7 +105,8 @@ class ForecastResult:
 
 
 FORECAST_COLUMNS: tuple[str, ...] = (
-    "variant", "knob", "runs", "points", "last_compute", "status", "reason", "compute", "value", "lo", "hi",
+    "variant", "knob", "runs", "points", "last_compute", "status", "reason", "method",
+    "compute", "value", "lo", "hi",
 )  # fmt: skip
 _REACH_COLUMNS = ("reach_fraction", "reach_a", "reach_compute", "reach_lo", "reach_hi")
 
@@ -621,12 +623,16 @@ class Sweep:
         reach: float | None = None,
         metric: str | None = None,
         axis: str | None = None,
+        siblings: bool = True,
     ) -> ForecastResult:
         """``scalerl forecast``: each variant's metric (seeds pooled) at the computes ``at``
         (default: 2x its largest compute) with ``level`` prediction intervals; ``reach`` (a
-        fraction of the fitted A, e.g. 0.95) adds the compute at which it gets there. Metric and
-        axis default to the sweep's, as in :meth:`fit`. Reads only; raises AnalysisError when the
-        sweep has no point of the metric on the axis."""
+        fraction of the fitted A, e.g. 0.95) adds the compute at which it gets there. With
+        ``siblings`` (the default) a variant borrows strength from the sweep's other variants
+        when at least 2 of them have a fitted ceiling (the frame's ``method`` column says
+        ``sweep``); ``siblings=False`` forecasts each from its own points (``--no-siblings``).
+        Metric and axis default to the sweep's, as in :meth:`fit`. Reads only; raises
+        AnalysisError when the sweep has no point of the metric on the axis."""
         import math
 
         import pandas as pd
@@ -649,10 +655,10 @@ class Sweep:
         DEFAULT_CALIBRATION.quantile(level)  # a level outside the calibrated range fails here
         m, x = self._metric_axis(metric, axis)
         groups = load_groups(self.store("readonly"), self.name, m, x)
-        rows = forecast_rows(groups, where, level=level, reach=reach)
+        rows = forecast_rows(groups, where, level=level, reach=reach, siblings=siblings)
         records = []
         for row in rows:
-            head = [row[k] for k in FORECAST_COLUMNS[:7]]
+            head = [row[k] for k in FORECAST_COLUMNS[:8]]
             got = row.get("reach")
             tail = [] if got is None else [got[k] for k in ("fraction", "a", "compute", "lo", "hi")]
             for f in row["forecasts"]:

@@ -23,7 +23,8 @@ Two ways to say which run the points belong to:
 
   Leaving the ``with`` block completes the run; an exception fails it (with its text) and goes
   on. ``run.finish()`` does the same without a ``with``. A run still open when the interpreter
-  exits is finished then: failed if it is exiting on an uncaught exception, else completed.
+  exits is finished then: failed if it is exiting on an uncaught exception or a non-zero
+  ``sys.exit``, else completed.
 
 Points are batched; ``flush()`` pushes them now, and they are flushed at interpreter exit.
 Not thread-safe: log from one thread.
@@ -39,7 +40,7 @@ import os
 import sys
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from scalerl.harness.errors import ConfigError
 
@@ -276,18 +277,42 @@ def _hook_exit() -> None:
     global _exit_hook
     if not _exit_hook:
         atexit.register(_finish_at_exit)
+        _wrap_sys_exit()
         _exit_hook = True
+
+
+# The status the program passed to sys.exit, for _finish_at_exit: an atexit hook is not told the
+# exit status, and a trainer that catches its own crash and exits non-zero (Hydra's main, which
+# verl runs under, calls sys.exit(1)) would otherwise be finished as completed.
+_exit_status: object = None
+
+
+def _wrap_sys_exit() -> None:
+    """Record sys.exit's status on the way out, as wandb's exit hooks do."""
+    original = sys.exit
+
+    def exit(status: object = None) -> NoReturn:
+        global _exit_status
+        _exit_status = status
+        original(status)  # type: ignore[arg-type]
+        raise SystemExit(status)  # not reached: for the type checker
+
+    sys.exit = exit
 
 
 def _finish_at_exit() -> None:
     """A run still open at exit is finished: failed when the interpreter exits on an uncaught
-    exception (Python keeps it in ``sys.last_value``), else completed, as ``wandb`` does."""
+    exception (Python keeps it in ``sys.last_value``) or through ``sys.exit`` with a non-zero
+    status, else completed, as ``wandb`` does."""
     run = _active
     if run is None:
         return
-    error = getattr(sys, "last_value", None)
+    last = getattr(sys, "last_value", None)
+    error: BaseException | str | None = last if isinstance(last, BaseException) else None
+    if error is None and _exit_status not in (None, 0):
+        error = f"the program exited with status {_exit_status!r} (sys.exit) before finishing the run"
     try:
-        run.finish(error if isinstance(error, BaseException) else None)
+        run.finish(error)
     except Exception:  # at exit there is no caller left to raise to: say it in the log
         _logger.exception("finishing run %s at exit", run.run_id)
 

@@ -1,7 +1,8 @@
 """Sigmoid fits (single and batched), bootstrap CIs, seed noise, forecasts and backtests, the power
 law, knob verdicts, and simulated sweeps whose truth is known (:func:`simulate_sweep`, with a
 noise model fitted to real curves by :func:`estimate_noise`). :func:`forecast_curve` is the one
-call for a forecast of a curve's future observations with calibrated intervals. See DESIGN.md
+call for a forecast of a curve's future observations with calibrated intervals;
+:func:`forecast_sweep` forecasts every run of a sweep, each borrowing strength from the others. See DESIGN.md
 §4-§5; the store-facing entry point is :func:`scalerl.harness.analysis.sweep.fit_sweep`.
 
 Importing this package loads numpy only; scipy is imported by the fitters that use it.
@@ -24,6 +25,7 @@ from scalerl.harness.analysis.forecaster import (
     forecast_curves,
     forecast_reach,
 )
+from scalerl.harness.analysis.hierarchical import SweepForecast, forecast_sweep, forecast_with_siblings
 from scalerl.harness.analysis.noise import binomial_se, point_se, residual_se
 from scalerl.harness.analysis.noise_fit import NoiseEstimate, estimate_noise
 from scalerl.harness.analysis.power import mde, seeds_for
@@ -56,6 +58,7 @@ __all__ = [
     "SigmoidFit",
     "SimulatedSweep",
     "SweepDesign",
+    "SweepForecast",
     "VariantCurves",
     "VariantTruth",
     "Verdict",
@@ -73,7 +76,9 @@ __all__ = [
     "forecast_curve",
     "forecast_curves",
     "forecast_reach",
+    "forecast_sweep",
     "forecast_value",
+    "forecast_with_siblings",
     "get_fitter",
     "mde",
     "point_se",

@@ -291,7 +291,9 @@ def finalize(
     options: FitOptions,
     failure: str = "",
 ) -> SigmoidFit:
-    """Turn raw (r0, a, b, c_mid) from a fitter into a :class:`SigmoidFit` with its status."""
+    """Turn raw (r0, a, b, c_mid) from a fitter into a :class:`SigmoidFit` with its status.
+    ``failure`` is why the fitter gave no parameters, or, with parameters, its note on the fit
+    (e.g. a grid edge), which joins the reason."""
     n = int(prep.x.size)
 
     def result(
@@ -324,10 +326,11 @@ def finalize(
     r0, a, b, c_mid = params
     pred = sigmoid_curve(prep.x, r0, a, b, c_mid)
     rmse = float(np.sqrt(np.mean((prep.y - pred) ** 2)))
+    note = failure
     if a < r0 - options.flat_tol:
         return result(
             "decreasing",
-            f"fitted ceiling A={a:.4f} is below the start R0={r0:.4f}",
+            "; ".join(s for s in (f"fitted ceiling A={a:.4f} is below the start R0={r0:.4f}", note) if s),
             (r0, NAN, NAN, NAN),
             rmse,
             a_raw=a,
@@ -338,9 +341,9 @@ def finalize(
             "pre-inflection",
             f"C_mid={c_mid:.4g} is beyond the last compute {c_max:.4g}: the curve has not passed "
             f"its inflection, so its ceiling cannot be pinned (A >= {float(np.max(prep.y)):.4f} is "
-            "all the data says); train further before trusting A",
+            "all the data says); train further before trusting A" + (f"; {note}" if note else ""),
             (r0, NAN, b, c_mid),
             rmse,
             a_raw=a,
         )
-    return result("ok", "", (r0, a, b, c_mid), rmse, a_raw=a)
+    return result("ok", note, (r0, a, b, c_mid), rmse, a_raw=a)

@@ -4,14 +4,19 @@ A fitter turns prepared curves (see :func:`scalerl.harness.analysis.curve.prepar
 cleaning, windowing and status are shared, so fitters differ only in how they search:
 
 - ``fast``: the batched closed-form search + Levenberg-Marquardt of :mod:`.batched` (default).
-- ``paper_grid``: ScaleRL's procedure: a grid over A (0.450..0.800 step 0.005) x 100 C_mid values
-  (log-spaced over the curve's compute range), scipy ``curve_fit`` for B in each cell, least
-  squared error wins. R0 is held fixed. Slow by design: it is the reference.
+- ``paper``: ScaleRL's App. A.5 procedure with its grid widened to the data (DESIGN.md §4): A
+  from max(R) - 0.2 to 1.0 step 0.005 x 100 C_mid values from half the smallest to four times the
+  largest compute, B > 0 fitted in each cell, least squared error wins, R0 held fixed. The
+  reference to beat on accuracy; vectorised (:mod:`.paper_fit`), so also usable at scale.
+- ``paper_grid``: the same procedure with the paper's literal grid (A 0.450..0.800, C_mid inside
+  the data, B unbounded) and a scipy ``curve_fit`` per cell. Faithful only on curves whose ceiling
+  lies in 0.45-0.80 (the paper's own); kept to reproduce its numbers. Slow (seconds a curve).
 - ``curve_fit``: a plain scipy ``curve_fit`` of (A, B, C_mid) per curve from a generic start.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -34,12 +39,14 @@ from scalerl.harness.analysis.curve import (
 from scalerl.harness.errors import ConfigError
 
 Params = tuple[float, float, float, float]
-RawResult = tuple[Params | None, str]  # parameters or None, and why it failed
+# Parameters and a note on the fit (e.g. a grid edge), or None and why it failed.
+RawResult = tuple[Params | None, str]
 
 
 class Fitter(ABC):
     """Fits prepared curves. Contract: returns one result per input, in order, never raises on
-    data (a curve it cannot fit comes back as ``(None, reason)``); ``fixed_a`` (one per curve or
+    data (a curve it cannot fit comes back as ``(None, reason)``; a fitted one as ``(params,
+    note)``, the note, usually empty, joining the fit's reason); ``fixed_a`` (one per curve or
     None) pins A; a curve with ``sigma`` is fitted by weighted least squares (weights
     ``PreparedCurve.weights``). Stateless and thread-safe."""
 
@@ -131,6 +138,101 @@ class PaperGridFitter(Fitter):
         return results
 
 
+@dataclass(frozen=True)
+class PaperFitter(Fitter):
+    """The paper's App. A.5 grid widened to the data (DESIGN.md §4); see :mod:`.paper_fit`.
+
+    Per curve (its fitted points, R0 from :func:`.curve.prepare`): A on the lattice of multiples
+    of ``a_step`` from ``max(y) - a_below`` (rounded down, clipped to ``options.a_bounds``) up to
+    the upper A bound; ``n_c_mid`` C_mid values log-spaced from ``c_lo`` x the smallest to ``c_hi``
+    x the largest compute; B fitted in every cell within ``b_range`` (log grid of ``n_b`` values,
+    then refined). A winning cell on an edge of its grid is kept (it is the least-squares cell)
+    and the fit's ``reason`` says which edge: at the top of A the data ask for a ceiling at or
+    above the bound, at the bottom the curve sits far below its own maximum. A curve whose
+    maximum is more than ``a_below`` above the upper A bound has no grid and comes back failed.
+    """
+
+    name: ClassVar[str] = "paper"
+    a_step: float = 0.005
+    a_below: float = 0.2
+    n_c_mid: int = 100
+    c_lo: float = 0.5
+    c_hi: float = 4.0
+    n_b: int = 161
+    b_range: tuple[float, float] = (1e-2, 1e2)
+    top_cells: int = 64
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("a_step", self.a_step > 0, "use 0.005 (the paper's step)"),
+            ("a_below", self.a_below >= 0, "use 0.2"),
+            ("n_c_mid", self.n_c_mid >= 2, "use 100 (the paper's count)"),
+            ("c_lo", 0 < self.c_lo <= 1, "use 0.5 (half the smallest compute)"),
+            ("c_hi", self.c_hi >= 1, "use 4.0 (four times the largest compute)"),
+            ("n_b", self.n_b >= 3, "use 161"),
+            ("b_range", 0 < self.b_range[0] < self.b_range[1], "use (0.01, 100.0): B must be > 0"),
+            ("top_cells", self.top_cells >= 1, "use 64"),
+        )
+        for field, good, fix in checks:
+            if not good:
+                raise ConfigError(
+                    "invalid paper-grid setting", field=field, value=getattr(self, field), fix=fix
+                )
+
+    def a_grid_for(self, y: FloatArray, a_bounds: tuple[float, float]) -> FloatArray:
+        """The A values searched for a curve with fitted values ``y`` (empty: no A fits)."""
+        lo, hi = a_bounds
+        start = max(lo, math.floor(round((float(np.max(y)) - self.a_below) / self.a_step, 9)) * self.a_step)
+        n = math.floor(round((hi - start) / self.a_step, 9)) + 1
+        return np.round(start + self.a_step * np.arange(max(n, 0)), 10)
+
+    def c_grid_for(self, x: FloatArray) -> FloatArray:
+        """The C_mid values searched for a curve with fitted compute ``x`` (sorted, > 0)."""
+        return np.geomspace(self.c_lo * float(x[0]), self.c_hi * float(x[-1]), self.n_c_mid)
+
+    def fit_prepared(
+        self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
+    ) -> list[RawResult]:
+        from scalerl.harness.analysis.paper_fit import grid_search
+
+        b_grid = np.geomspace(self.b_range[0], self.b_range[1], self.n_b)
+        results: list[RawResult] = []
+        for i, c in enumerate(curves):
+            if fixed_a is not None:
+                a_grid = np.array([float(fixed_a[i])])
+            else:
+                a_grid = self.a_grid_for(c.y, options.a_bounds)
+                if a_grid.size == 0:
+                    results.append(
+                        (
+                            None,
+                            f"the paper's A grid is empty: max of the fitted values {float(np.max(c.y)):.4f}"
+                            f" minus {self.a_below} is above the upper A bound {options.a_bounds[1]}; "
+                            "Eq. 1 needs a metric in [0, 1] (rescale it, or use a_bounds)",
+                        )
+                    )
+                    continue
+            w = c.weights if c.weights is not None else np.ones_like(c.y)
+            g = grid_search(c.x, c.y, w, c.r0, a_grid, self.c_grid_for(c.x), b_grid, self.top_cells)
+            results.append(((g.r0, g.a, g.b, g.c_mid), self._edge_note(g.edges, a_grid)))
+        return results
+
+    def _edge_note(self, edges: tuple[str, ...], a_grid: FloatArray) -> str:
+        if not edges:
+            return ""
+        what = {
+            "A low": f"A at the bottom of its grid ({a_grid[0]:.3f}): the fit puts the ceiling far "
+            "below the curve's own maximum (an outlier, or a curve that falls)",
+            "A high": f"A at the top of its grid ({a_grid[-1]:.3f}): the data ask for a ceiling at or "
+            "above it",
+            "C_mid low": f"C_mid at the bottom of its grid ({self.c_lo} x the smallest compute)",
+            "C_mid high": f"C_mid at the top of its grid ({self.c_hi} x the largest compute)",
+            "B low": f"B at its lower bound {self.b_range[0]}",
+            "B high": f"B at its upper bound {self.b_range[1]} (a step, not a curve)",
+        }
+        return "paper grid edge: " + "; ".join(what[e] for e in edges)
+
+
 class CurveFitFitter(Fitter):
     name = "curve_fit"
 
@@ -168,6 +270,7 @@ class CurveFitFitter(Fitter):
 
 FITTERS: dict[str, type[Fitter]] = {
     FastFitter.name: FastFitter,
+    PaperFitter.name: PaperFitter,
     PaperGridFitter.name: PaperGridFitter,
     CurveFitFitter.name: CurveFitFitter,
 }

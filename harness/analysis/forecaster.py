@@ -99,6 +99,37 @@ class IntervalCalibration:
     quantiles: tuple[float, ...]
     horizon_slope: float = 1.0
     spread_weight: float = 1.0
+    # The unit's growth with the log of the compute ratio r = C / C_last (>= 1): a factor
+    # (1 + log_horizon_slope * log r), monotone in r for a slope >= 0. Linear growth in h
+    # (horizon_slope) was fitted near the data and overshoots at 10-100x.
+    log_horizon_slope: float = 0.0
+    # Weight of the forecast's own movement |value - flat member| in the unit: a forecast that
+    # predicts a large climb is uncertain in proportion to that climb (rising curves' errors are
+    # trend, not noise).
+    move_weight: float = 0.0
+    # Weight of the curve's recent trend times the log horizon, ``|beta| * log r`` (beta: the
+    # slope of the metric against log compute over the later half of the fitted points): on real
+    # curves the forecast error per unit of this term is the most alike across sources.
+    trend_weight: float = 0.0
+    # Weight of the error the same forecast made on sibling runs that went on (PointForecast's
+    # sibling_error): the sweep's own evidence of how far off forecasts from here land.
+    sibling_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        knobs = (
+            self.horizon_slope,
+            self.log_horizon_slope,
+            self.move_weight,
+            self.trend_weight,
+            self.sibling_weight,
+        )
+        if min(knobs) < 0:
+            raise ConfigError(
+                "horizon slopes and weights must be >= 0 (an interval must not narrow further ahead)",
+                field="IntervalCalibration",
+                value=knobs,
+                fix="use non-negative values",
+            )
 
     def quantile(self, level: float) -> float:
         if not self.levels[0] <= level <= self.levels[-1]:
@@ -126,16 +157,24 @@ DEFAULT_CALIBRATION = IntervalCalibration(
 @dataclass(frozen=True)
 class PointForecast:
     """A point forecast before its interval: ``scale`` is the noise scale s, ``horizon`` the
-    relative horizon h at each ``at``, ``weights`` the member weights (member order MEMBERS)."""
+    relative horizon h at each ``at``, ``ratio`` the compute ratio r = max(C / C_last, 1),
+    ``weights`` the member weights (member order ``names``; MEMBERS for the single-curve
+    ensemble, which :mod:`.hierarchical` extends with the sweep's member)."""
 
     at: FloatArray
     value: FloatArray
     scale: float
     horizon: FloatArray
-    weights: tuple[float, float, float]
+    weights: tuple[float, ...]
     status: ForecastStatus
     reason: str
-    members: FloatArray = field(repr=False)  # (3, len(at)) member forecasts, NaN where none
+    members: FloatArray = field(repr=False)  # (len(names), len(at)) member forecasts, NaN where none
+    ratio: FloatArray | None = None  # None: built before ratios existed; treated as r = 1
+    names: tuple[str, ...] = MEMBERS
+    trend: float = 0.0  # |slope of the metric against log compute|, later half of the fitted points
+    # How wrong this forecast was on sibling runs that went on past this curve's last compute
+    # (the sweep forecast, :mod:`.hierarchical`); 0.0 when there were none.
+    sibling_error: float = 0.0
 
     @property
     def spread(self) -> FloatArray:
@@ -151,11 +190,48 @@ class PointForecast:
         dev = np.where(w[:, None] > 0, self.members - self.value[None, :], 0.0)
         return np.asarray(np.sqrt((w[:, None] * dev**2).sum(axis=0)), dtype=np.float64)
 
-    def interval_scale(self, horizon_slope: float, spread_weight: float = 1.0) -> FloatArray:
-        """The unit the calibrated quantiles multiply: ``sqrt(s^2 + (k d)^2) * (1 + slope * h)``
-        with ``k = spread_weight`` and ``d`` the member spread."""
-        return np.sqrt(self.scale**2 + (spread_weight * self.spread) ** 2) * (
-            1.0 + horizon_slope * self.horizon
+    @property
+    def move(self) -> FloatArray:
+        """How far the forecast moves from the curve's current level: |value - flat member|."""
+        if self.status != "ok":
+            return np.full(self.at.shape, np.nan)
+        flat = self.members[MEMBERS.index("flat")]
+        return np.asarray(np.abs(np.nan_to_num(self.value - flat)), dtype=np.float64)
+
+    def interval_scale(
+        self,
+        horizon_slope: float,
+        spread_weight: float = 1.0,
+        log_horizon_slope: float = 0.0,
+        move_weight: float = 0.0,
+        trend_weight: float = 0.0,
+        sibling_weight: float = 0.0,
+    ) -> FloatArray:
+        """The unit the calibrated quantiles multiply:
+        ``sqrt(s^2 + (k d)^2 + (m D)^2 + (t beta log r)^2 + (v E)^2) * (1 + slope * h) *
+        (1 + g * log r)`` with ``k = spread_weight``, ``d`` the member spread,
+        ``m = move_weight``, ``D`` the forecast's movement (:attr:`move`), ``t = trend_weight``,
+        ``beta`` the :attr:`trend`, ``v = sibling_weight``, ``E`` the :attr:`sibling_error` and
+        ``g = log_horizon_slope``."""
+        r = np.ones(self.at.shape) if self.ratio is None else self.ratio
+        base = self.scale**2 + (spread_weight * self.spread) ** 2
+        if move_weight:
+            base = base + (move_weight * self.move) ** 2
+        if trend_weight:
+            base = base + (trend_weight * self.trend * np.log(r)) ** 2
+        if sibling_weight:
+            base = base + (sibling_weight * self.sibling_error) ** 2
+        return np.sqrt(base) * (1.0 + horizon_slope * self.horizon) * (1.0 + log_horizon_slope * np.log(r))
+
+    def unit(self, calibration: IntervalCalibration) -> FloatArray:
+        """:meth:`interval_scale` with a calibration's constants."""
+        return self.interval_scale(
+            calibration.horizon_slope,
+            calibration.spread_weight,
+            calibration.log_horizon_slope,
+            calibration.move_weight,
+            calibration.trend_weight,
+            calibration.sibling_weight,
         )
 
 
@@ -190,6 +266,20 @@ def noise_scale(values: FloatArray) -> float:
     d = np.diff(values)
     mad = float(np.median(np.abs(d - np.median(d))))
     return max(1.4826 * mad / math.sqrt(2.0), _SCALE_FLOOR)
+
+
+def recent_trend(x: FloatArray, y: FloatArray) -> float:
+    """|Least-squares slope of y against log x| over the later half of the points at x > 0
+    (at least 3; 0.0 with fewer): how fast the curve still moves per e-fold of compute."""
+    pos = x > 0
+    x, y = x[pos], y[pos]
+    late = x >= x[x.size // 2] if x.size else pos[:0]
+    if int(late.sum()) < 3:
+        return 0.0
+    lx = np.log(x[late])
+    lx = lx - lx.mean()
+    den = float(np.sum(lx * lx))
+    return abs(float(np.sum(lx * (y[late] - y[late].mean())) / den)) if den > 0 else 0.0
 
 
 def _power_forecast(x: FloatArray, y: FloatArray, at: FloatArray) -> FloatArray:
@@ -325,10 +415,12 @@ def point_forecast_many(
             value=np.asarray(value, dtype=np.float64),
             scale=noise_scale(y),
             horizon=h,
-            weights=(float(w[0]), float(w[1]), float(w[2])),
+            weights=tuple(float(v) for v in w),
             status="ok",
             reason=notes[i],
             members=m,
+            ratio=np.maximum(ats[i] / c_last, 1.0),
+            trend=recent_trend(x, y),
         )
     for i in range(n):
         if out[i] is None:
@@ -352,9 +444,10 @@ def _weights(
     origin failed) is scored at the worst validated member's error; with no validation at all
     the usable members share equally; if only the flat line is usable it takes everything.
     """
+    k = final.shape[0]
     usable = allowed & np.isfinite(final).all(axis=1)
-    err = np.zeros(3)
-    cnt = np.zeros(3)
+    err = np.zeros(k)
+    cnt = np.zeros(k)
     for pred, held in validation:
         e = np.mean(np.abs(pred - held[None, :]), axis=1)
         fin = np.isfinite(e)
@@ -370,15 +463,15 @@ def _weights(
     else:
         w = usable.astype(np.float64)
     if w.sum() <= 0:
-        w = (np.arange(3) == 1).astype(np.float64)
+        w = (np.arange(k) == MEMBERS.index("flat")).astype(np.float64)
     return np.asarray(w / w.sum(), dtype=np.float64)
 
 
 def with_interval(pf: PointForecast, level: float, calibration: IntervalCalibration) -> CurveForecast:
     """Attach the calibrated interval at ``level`` to a point forecast."""
     q = calibration.quantile(level)
-    half = q * pf.interval_scale(calibration.horizon_slope, calibration.spread_weight)
-    weights = dict(zip(MEMBERS, pf.weights, strict=True))
+    half = q * pf.unit(calibration)
+    weights = dict(zip(pf.names, pf.weights, strict=True))
     return CurveForecast(
         at=pf.at,
         value=pf.value,

@@ -269,6 +269,12 @@ def fit_sweep(
     spec = match.iloc[0]["spec"] or {}
     metric, axis, options, margin = resolve_request(req, spec)
     frame = db.queries.curves(store, sweep, metric)
+    if frame.empty and (logged := db.queries.logged_metrics(store, sweep)):
+        shown = ", ".join(logged[:20]) + (" ..." if len(logged) > 20 else "")
+        raise AnalysisError(
+            f"sweep {sweep!r} has no points for metric {metric!r} (fix: pass --metric, one its runs "
+            f"log: {shown})"
+        )
     result = analyze_frame(
         frame,
         sweep=sweep,

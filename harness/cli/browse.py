@@ -146,7 +146,7 @@ def _logs(args: argparse.Namespace) -> int:
                 out.write(f"==> {p} <==\n")
             offsets[p] = _copy(p, offsets[p], out)
         if args.follow:
-            _follow(store, logs, offsets, out, args.poll_s)
+            _follow(store, logs, offsets, out, args.poll_s, last=logs.files[-1] if several else None)
     finally:
         store.close()
     return 0
@@ -163,25 +163,35 @@ def _copy(path: Any, offset: int, out: Any) -> int:
     return offset
 
 
-def _follow(store: Any, logs: Any, offsets: dict[Any, int], out: Any, poll_s: float) -> None:
+def _follow(
+    store: Any, logs: Any, offsets: dict[Any, int], out: Any, poll_s: float, *, last: Any = None
+) -> None:
     """``tail -f`` until the run has ended in the store and its job has exited (a job writes its
     last lines after the store says the run ended: a cancel is recorded before the job stops),
-    then one last read; or Ctrl-C. A job that outlives its run by LINGER_S is left to itself."""
+    then one last read; or Ctrl-C. A job that outlives its run by LINGER_S is left to itself.
+    With several files (``last``: the one printed last), new lines under another file's name get
+    that file's ``==> path <==`` header first, as ``tail -f`` does."""
     from scalerl.harness.execution.logs import size
     from scalerl.harness.execution.status import TERMINAL
 
-    ended_at: float | None = None
-    while True:
+    def read_all() -> None:
+        nonlocal last
         for p, at in offsets.items():
             if size(p) < at:  # truncated or replaced: start over, as tail -F does
                 at = 0
+            if last is not None and p != last and size(p) > at:
+                out.write(f"\n==> {p} <==\n")
+                last = p
             offsets[p] = _copy(p, at, out)
+
+    ended_at: float | None = None
+    while True:
+        read_all()
         if ended_at is None:
             info = store.get_run(logs.run_id)
             if info is None or info.status in TERMINAL:
                 ended_at = time.monotonic()
         if ended_at is not None and (not logs.job_alive() or time.monotonic() - ended_at > LINGER_S):
-            for p, at in offsets.items():
-                offsets[p] = _copy(p, at, out)
+            read_all()
             return
         time.sleep(poll_s)

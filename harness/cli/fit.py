@@ -48,7 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a known seed-to-seed sd of a ceiling (e.g. from an earlier replicate study), used instead "
         "of the one the sweep's seeds measure; the only way one seed per variant decides anything",
     )
-    p.add_argument("--method", default="fast", help="fitter: fast (default), paper_grid, curve_fit")
+    p.add_argument(
+        "--method",
+        default="fast",
+        help="fitter: fast (default); paper (ScaleRL App. A.5's grid widened to the data, the reference "
+        "baseline); paper_grid (its literal A grid 0.45-0.80); curve_fit",
+    )
     p.add_argument(
         "--boot",
         type=whole(10, MAX_BOOT),
@@ -177,7 +182,7 @@ def _fit(args: argparse.Namespace) -> int:
     if groups:
         print(
             f"forecasts at 2x each variant's largest {result.axis} (90% prediction intervals; "
-            "scalerl.harness.analysis.forecast_curve, as `scalerl forecast`):"
+            "as `scalerl forecast`: borrowing from the sibling variants where they have fitted ceilings):"
         )
         print_rows(forecast_rows(groups, level=0.9), result.axis)
     return 0

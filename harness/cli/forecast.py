@@ -44,6 +44,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("gpu_hours", "flops", "tokens", "samples", "step"),
         help="compute axis (default: the sweep's fit.axis, else flops)",
     )
+    p.add_argument(
+        "--no-siblings",
+        dest="siblings",
+        action="store_false",
+        help="forecast each variant from its own points only (default: borrow strength from the "
+        "sweep's other variants when at least 2 of them have a fitted ceiling; "
+        "scalerl.harness.analysis.hierarchical)",
+    )
     p.add_argument("--json", action="store_true", help="print the forecasts as JSON")
     p.add_argument(
         "--db", metavar="URL", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)"
@@ -87,22 +95,54 @@ def forecast_rows(
     *,
     level: float = 0.9,
     reach: float | None = None,
+    siblings: bool = True,
 ) -> list[dict[str, Any]]:
-    """One row per variant: :func:`scalerl.harness.analysis.forecast_curve` on its seeds pooled, at ``at``
-    (default: 2x the variant's largest compute), with ``level`` intervals; ``reach`` adds
-    :func:`scalerl.harness.analysis.forecaster.forecast_reach`. Shared by ``scalerl forecast`` and
-    ``scalerl fit`` so that both print the same numbers."""
+    """One row per variant: its seeds pooled, forecast at ``at`` (default: 2x the variant's
+    largest compute) with ``level`` intervals. With ``siblings`` (the default) a variant borrows
+    strength from the sweep's other variants
+    (:func:`scalerl.harness.analysis.hierarchical.forecast_with_siblings`); without, or when fewer
+    than 2 other variants have a fitted ceiling, it gets
+    :func:`scalerl.harness.analysis.forecast_curve`; the row's ``method`` (``sweep`` / ``single``)
+    and ``method_note`` say which and why. ``reach`` adds
+    :func:`scalerl.harness.analysis.forecaster.forecast_reach` (single-curve). Shared by
+    ``scalerl forecast`` and ``scalerl fit`` so that both print the same numbers."""
     import numpy as np
 
-    from scalerl.harness.analysis.forecaster import forecast_curve, forecast_reach
+    from scalerl.harness.analysis.forecaster import CurveForecast, forecast_curve, forecast_reach
+    from scalerl.harness.analysis.hierarchical import forecast_with_siblings
     from scalerl.harness.analysis.uncertainty import pool
 
+    pooled = {variant: pool(list(vc.curves)) for variant, vc in groups.items()}
+    lasts = {v: float(np.nanmax(x)) if x.size else math.nan for v, (x, _) in pooled.items()}
+    wheres = {v: np.asarray(at if at is not None else [2.0 * lasts[v]], dtype=np.float64) for v in pooled}
+    names = list(pooled)
+    # variant -> (forecast, method, siblings used, note)
+    made: dict[str, tuple[CurveForecast, str, int, str]] = {}
+    if siblings and len(names) > 1:
+        sf = forecast_with_siblings(
+            [pooled[v] for v in names],
+            [wheres[v] for v in names],
+            [[pooled[o] for o in names if o != v] for v in names],
+            level=level,
+        )
+        made = {v: (f.forecast, f.method, f.siblings, f.note) for v, f in zip(names, sf, strict=True)}
     out: list[dict[str, Any]] = []
     for variant, vc in groups.items():
-        x, y = pool(list(vc.curves))
-        last = float(np.nanmax(x)) if x.size else math.nan
-        where = np.asarray(at if at is not None else [2.0 * last], dtype=np.float64)
-        fc = forecast_curve(x, y, where, level=level)
+        x, y = pooled[variant]
+        last = lasts[variant]
+        where = wheres[variant]
+        if variant in made and made[variant][1] == "sweep":
+            fc, method, n_sib, note = made[variant]
+            note = f"prior from {n_sib} sibling variant(s)"
+        else:
+            # The single-curve path is forecast_curve itself, so its numbers match it exactly.
+            fc = forecast_curve(x, y, where, level=level)
+            method = "single"
+            note = (
+                made[variant][3]
+                if variant in made
+                else ("no siblings" if siblings else "siblings turned off")
+            )
         row: dict[str, Any] = {
             "variant": variant,
             "knob": vc.knob,
@@ -113,6 +153,8 @@ def forecast_rows(
             "reason": fc.reason,
             "level": level,
             "weights": fc.weights,
+            "method": method,
+            "method_note": note,
             "forecasts": [
                 {
                     "compute": float(c),
@@ -145,6 +187,9 @@ def print_rows(rows: Sequence[Mapping[str, Any]], axis: str, indent: str = "  ")
         if row["status"] != "ok":
             print(f"{indent}{head}: no forecast: {row['status']} ({row['reason']})")
             continue
+        if "method" in row:
+            how = "sweep prior" if row["method"] == "sweep" else "single curve"
+            head = f"{head} [{how}: {row['method_note']}]"
         print(f"{indent}{head}")
         for f in row["forecasts"]:
             v, lo, hi = (math.nan if f[k] is None else f[k] for k in ("value", "lo", "hi"))
@@ -184,7 +229,7 @@ def _forecast(args: argparse.Namespace) -> int:
         groups = load_groups(store, args.sweep, metric, axis)
     finally:
         store.close()
-    out = forecast_rows(groups, args.at, level=args.level, reach=args.reach)
+    out = forecast_rows(groups, args.at, level=args.level, reach=args.reach, siblings=args.siblings)
     if args.json:
         from scalerl.harness.cli.output import emit
 

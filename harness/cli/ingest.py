@@ -211,9 +211,11 @@ def _read(args: argparse.Namespace) -> list[ImportResult]:
 
 
 def _import(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from scalerl import db
     from scalerl.harness.errors import ImportFormatError
-    from scalerl.harness.importers.base import check_run_names, partial_message
+    from scalerl.harness.importers.base import check_run_names, losses_kept, partial_message
     from scalerl.harness.importers.ingest import import_curves, run_params
     from scalerl.harness.importers.selection import RunFilter, parse_statuses, relogged_runs, select_runs
 
@@ -225,10 +227,9 @@ def _import(args: argparse.Namespace) -> int:
     results = _read(args)
     for r in results:
         lost = f"; lost: {r.losses.describe()}" if r.losses else ""
-        print(f"{r.source}: {len(r.curves)} curve(s), {r.points} point(s){lost}")
-    partial = [r for r in results if r.losses]
-    if partial and not args.allow_partial:
-        raise ImportFormatError(f"nothing imported: {partial_message(partial)}")
+        print(f"{r.source}: {sum(1 for c in r.curves if len(c))} curve(s), {r.points} point(s){lost}")
+    # Curves that lost every point stay until the runs are chosen: a run left out (failed,
+    # filtered, unmapped) takes its losses with it, so only the imported runs' losses count.
     curves = [c for r in results for c in r.curves]
     check_run_names(curves)  # before mapping: runs of one name would merge there already
     chosen = select_runs(
@@ -237,7 +238,22 @@ def _import(args: argparse.Namespace) -> int:
     for out in chosen.left_out:
         print(f"left out run {out.run!r}: {out.reason}")
     curves = list(chosen.curves)
-    if not curves:
+    roles = None
+    skipped: dict[str, str] = {}
+    if curves and mapping is not None:
+        roles, skipped = mapping.match(run_params(curves), strict=args.strict)
+        for run, why in skipped.items():
+            print(f"skipped run {run!r}: the mapping does not match it: {why} (--strict makes this an error)")
+        curves = [c for c in curves if c.run in roles]
+    dropped = {o.run for o in chosen.left_out} | set(skipped)
+    kept = [(r, losses_kept(r, dropped)) for r in results]
+    partial = [dataclasses.replace(r, losses=counted) for r, counted in kept if counted]
+    for r, counted in kept:
+        if r.losses and not counted:
+            print(f"{r.source}: what it lost is in runs left out of the import, so it does not count")
+    if partial and not args.allow_partial:
+        raise ImportFormatError(f"nothing imported: {partial_message(partial)}")
+    if not curves and not skipped:
         raise ImportFormatError(
             f"nothing to import: all {len(chosen.left_out)} run(s) were left out (fix: check "
             "--only/--exclude, or pass --include-failed to import failed and killed runs)"
@@ -245,15 +261,10 @@ def _import(args: argparse.Namespace) -> int:
     relogged = relogged_runs(curves)
     for run, n in relogged.items():
         print(f"run {run!r}: {n} step(s) re-logged after a restart; later values kept")
-    roles = None
-    skipped: dict[str, str] = {}
-    if mapping is not None:
-        roles, skipped = mapping.match(run_params(curves), strict=args.strict)
-        for run, why in skipped.items():
-            print(f"skipped run {run!r}: the mapping does not match it: {why} (--strict makes this an error)")
-        curves = [c for c in curves if c.run in roles]
+    if roles is not None:
         variants = sorted({r.variant for r in roles.values()})
         print(f"mapped {len(roles)} run(s) onto {len(variants)} variant(s): {', '.join(variants)}")
+    curves = [c for c in curves if len(c)]  # an empty curve has nothing to write
     store = db.open_store(args.db)
     try:
         summary = import_curves(
@@ -268,12 +279,11 @@ def _import(args: argparse.Namespace) -> int:
     )
     print(summary.defaults_line())
     if args.json:
-        import dataclasses
         from collections.abc import Mapping
 
         from scalerl.harness.cli.output import emit
 
-        sources = [{"source": r.source, "curves": len(r.curves), "points": r.points,
+        sources = [{"source": r.source, "curves": sum(1 for c in r.curves if len(c)), "points": r.points,
                     "lost": r.losses.describe() if r.losses else None} for r in results]  # fmt: skip
         left_out: list[dict[str, str | None]] = [
             {"run": o.run, "status": o.status, "reason": o.reason} for o in chosen.left_out

@@ -231,7 +231,7 @@ def attach(
             "sweep",
             sweep,
             f"store {store.url} has no sweep {sweep!r} (create=False)",
-            "check the name (`scalerl status SWEEP` lists a sweep's runs), or leave create at True",
+            "check the name (`scalerl ls` lists the store's sweeps), or leave create at True",
         )
     baseline = str(((known or {}).get("loo") or {}).get("baseline_name") or BASELINE)
     default = baseline if knob is None else f"{knob}={alternative}"

@@ -71,6 +71,11 @@ def stop_runs(
             out[rid] = f"already {recs[rid].status}"
         elif rid in handles:
             groups[handles[rid].executor].append(handles[rid])
+        elif getattr(recs[rid], "executor", None) == "attach":
+            # client.init registered it from the lab's own launcher: no job of ours to stop.
+            out[rid] = "attached from its own launcher (client.init), no job to stop: stop it there"
+        elif getattr(recs[rid], "executor", None) == "import":
+            out[rid] = "imported (its source still says running): no job to stop"
         else:
             out[rid] = "never submitted"
     for name, group in groups.items():

@@ -8,6 +8,10 @@ has an entry in :data:`LOG_FILES` that turns such a handle into the log's paths:
   appends to it);
 - ``slurm``: submitit's ``<folder>/<job_id>_<task>_log.out`` and ``.err`` (one pair per task).
 
+A ``command`` runner's trainer writes its own stdout and stderr into the run's workdir
+(``<state>/runs/<run_id>/stdout.attemptN.log``, ``stderr.attemptN.log``: the job log holds only
+the harness's lines), so the latest attempt's pair follows the job's log (:func:`runner_output`).
+
 The ``debug`` executor runs jobs inside the submitting process, and imported or attached runs
 have no job: they have no log, and :func:`run_logs` says so.
 """
@@ -15,6 +19,7 @@ have no job: they have no log, and :func:`run_logs` says so.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +46,33 @@ def _slurm(handle: JobHandle) -> list[Path]:
 
 
 LOG_FILES: dict[str, Callable[[JobHandle], list[Path]]] = {"local": _local, "slurm": _slurm}
+
+
+def _state_dir(handle: JobHandle) -> Path | None:
+    if "state_dir" in handle.detail:  # local
+        return Path(str(handle.detail["state_dir"]))
+    if "folder" in handle.detail:  # slurm: <state>/slurm/%j
+        return Path(str(handle.detail["folder"])).parent.parent
+    return None
+
+
+def runner_output(handle: JobHandle) -> list[Path]:
+    """The stdout and stderr a ``command`` runner's trainer wrote in its latest attempt (the run's
+    workdir, ``submit.py``: ``<state>/runs/<run_id>``); none for other runners."""
+    state = _state_dir(handle)
+    if state is None:
+        return []
+    workdir = state / "runs" / handle.run_id
+    attempts = [
+        int(m.group(1))
+        for f in (workdir.glob("std*.attempt*.log") if workdir.is_dir() else [])
+        if (m := re.fullmatch(r"std(?:out|err)\.attempt(\d+)\.log", f.name))
+    ]
+    if not attempts:
+        return []
+    last = max(attempts)
+    found = [workdir / f"{name}.attempt{last}.log" for name in ("stdout", "stderr")]
+    return [f for f in found if f.is_file()]
 
 
 @dataclass(frozen=True)
@@ -105,7 +137,7 @@ def run_logs(store: Any, run_id: str) -> RunLogs:
             "it: its output went to that process's terminal, not to a log file",
             field="RUN", value=run_id, fix="resubmit it with --executor local or slurm to get a log file",
         )  # fmt: skip
-    paths = tuple(p for p in files(handle) if p.is_file())
+    paths = tuple(p for p in files(handle) if p.is_file()) + tuple(runner_output(handle))
     if not paths:
         raise ConfigError(
             f"run {run_id}: its {handle.executor} job {handle.job_id} has no log file yet at "

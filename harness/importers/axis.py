@@ -16,7 +16,9 @@ stores them in the compute column they name, :func:`scalerl.harness.importers.in
 
 A point with no axis value at its step (as logged), or after a non-finite count (running total),
 is dropped and counted as ``bad-axis``, as is every point of a run that never logs the axis: the
-import refuses them unless ``--allow-partial``, like every other loss.
+import refuses them unless ``--allow-partial``, like every other loss (a run the import leaves
+out, failed or unmapped, takes its losses with it). A curve that lost every point stays, empty,
+so that its run can still be selected or left out.
 """
 
 from __future__ import annotations
@@ -75,28 +77,34 @@ def _place(result: ImportResult, axis: str, cumulative: bool) -> ImportResult:
                         "bad-axis",
                         f"run {run!r} metric {c.metric!r}: the run logs no {axis!r}",
                         metric=c.metric,
+                        run=run,
                         n=len(c),
                     )
-                continue
-            x = at(c.steps)
+                x = np.full(c.steps.size, np.nan)
+            else:
+                x = at(c.steps)
             ok = np.isfinite(x) & (x >= 0)
-            for s in c.steps[~ok].tolist():
-                log.add(
-                    "bad-axis",
-                    f"run {run!r} metric {c.metric!r} step {s}: no {axis!r} there",
-                    metric=c.metric,
-                )
-            if ok.any():
-                placed.append(
-                    replace(
-                        c,
-                        x_name=axis,
-                        steps=c.steps[ok],
-                        x=x[ok],
-                        values=c.values[ok],
-                        x_cumulative=cumulative,
+            if at is not None:
+                for s in c.steps[~ok].tolist():
+                    log.add(
+                        "bad-axis",
+                        f"run {run!r} metric {c.metric!r} step {s}: no {axis!r} there",
+                        metric=c.metric,
+                        run=run,
                     )
+            # A curve that lost every point stays, empty: its run's name, state and params still
+            # reach the selection and the mapping, which may leave the run out, and its losses
+            # with it (base.losses_kept); ``scalerl import`` writes no empty curve.
+            placed.append(
+                replace(
+                    c,
+                    x_name=axis,
+                    steps=c.steps[ok],
+                    x=x[ok],
+                    values=c.values[ok],
+                    x_cumulative=cumulative,
                 )
+            )
     return replace(result, curves=tuple(placed), losses=merge_losses(result.losses, log.freeze()))
 
 
@@ -149,4 +157,4 @@ def merge_losses(a: ImportLosses, b: ImportLosses) -> ImportLosses:
         r: tuple(dict.fromkeys((*a.examples.get(r, ()), *b.examples.get(r, ()))))[:_MAX_EXAMPLES]
         for r in {*a.examples, *b.examples}
     }
-    return ImportLosses(counts, examples)
+    return ImportLosses(counts, examples, (*a.entries, *b.entries))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
@@ -120,6 +120,10 @@ class ImportLosses:
 
     counts: Mapping[str, int] = field(default_factory=dict)
     examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Every loss as (reason, where, run, n), ``run`` the run it belongs to where the importer
+    # knows it: a run left out of the import (failed, filtered, unmapped) takes its losses with
+    # it (:func:`losses_kept`), so a failed run that diverged to NaN does not fail the import.
+    entries: tuple[tuple[str, str, str | None, int], ...] = ()
 
     def __bool__(self) -> bool:
         return any(self.counts.values())
@@ -141,23 +145,45 @@ class LossLog:
     Each entry may name its metric so that a ``--metric`` filter drops the losses it filters out."""
 
     def __init__(self) -> None:
-        self._entries: list[tuple[str, str, str | None, int]] = []
+        self._entries: list[tuple[str, str, str | None, str | None, int]] = []
 
-    def add(self, reason: str, where: str, *, metric: str | None = None, n: int = 1) -> None:
+    def add(
+        self, reason: str, where: str, *, metric: str | None = None, run: str | None = None, n: int = 1
+    ) -> None:
         assert reason in LOSS_POLICY, reason
-        self._entries.append((reason, where, metric, n))
+        self._entries.append((reason, where, metric, run, n))
 
     def freeze(self, keep: Callable[[str], bool] | None = None) -> ImportLosses:
-        counts: dict[str, int] = {}
-        examples: dict[str, list[str]] = {}
-        for reason, where, metric, n in self._entries:
-            if keep is not None and metric is not None and not keep(metric):
-                continue
-            counts[reason] = counts.get(reason, 0) + n
-            ex = examples.setdefault(reason, [])
-            if len(ex) < _MAX_EXAMPLES and where not in ex:
-                ex.append(where)
-        return ImportLosses(counts, {r: tuple(e) for r, e in examples.items()})
+        return summarise_losses(
+            (reason, where, run, n)
+            for reason, where, metric, run, n in self._entries
+            if keep is None or metric is None or keep(metric)
+        )
+
+
+def summarise_losses(entries: Iterable[tuple[str, str, str | None, int]]) -> ImportLosses:
+    """The record of ``entries`` (reason, where, run, n): counts per reason, the first places."""
+    kept = tuple(entries)
+    counts: dict[str, int] = {}
+    examples: dict[str, list[str]] = {}
+    for reason, where, _run, n in kept:
+        counts[reason] = counts.get(reason, 0) + n
+        ex = examples.setdefault(reason, [])
+        if len(ex) < _MAX_EXAMPLES and where not in ex:
+            ex.append(where)
+    return ImportLosses(counts, {r: tuple(e) for r, e in examples.items()}, kept)
+
+
+def losses_kept(result: ImportResult, dropped: Collection[str]) -> ImportLosses:
+    """``result``'s losses without those of the runs in ``dropped`` (left out or unmapped: their
+    points are not imported, so what they lost does not count). A loss the importer did not tie
+    to a run belongs to the result's one run when it holds one (a W&B run's log, a TensorBoard
+    run's directory), else it always counts."""
+    if not dropped or not result.losses.entries:
+        return result.losses
+    names = {c.run for c in result.curves}
+    sole = next(iter(names)) if len(names) == 1 else None
+    return summarise_losses(e for e in result.losses.entries if (e[2] or sole) not in dropped)
 
 
 @dataclass(frozen=True)
@@ -174,7 +200,7 @@ class ImportResult:
         return sum(len(c) for c in self.curves)
 
 
-def check_step(value: float, where: str, losses: LossLog) -> int | None:
+def check_step(value: float, where: str, losses: LossLog, *, run: str | None = None) -> int | None:
     """The boundary check of every step: a whole number in [0, STEP_MAX] (the store's step column,
     :mod:`scalerl.db.limits`). Anything else (NaN, ±inf, negative, fractional, too large) drops its
     row as ``bad-step`` and returns None."""
@@ -190,7 +216,7 @@ def check_step(value: float, where: str, losses: LossLog) -> int | None:
         why = "is too large"
     else:
         return int(value)
-    losses.add("bad-step", f"{where}: step {value!r} {why}")
+    losses.add("bad-step", f"{where}: step {value!r} {why}", run=run)
     return None
 
 
@@ -231,7 +257,7 @@ def make_curve(
     st, xv, vv, epoch = st[order], xv[order], vv[order], epoch[order]
     placed = np.isfinite(xv) & (xv >= 0)  # a cumulative compute or time axis is never negative
     for i in np.flatnonzero(~placed).tolist():
-        losses.add("bad-axis", f"{where[order[i]]}: {x_name} {float(xv[i])!r}", metric=metric)
+        losses.add("bad-axis", f"{where[order[i]]}: {x_name} {float(xv[i])!r}", metric=metric, run=run)
     order, st, xv, vv, epoch = order[placed], st[placed], xv[placed], vv[placed], epoch[placed]
     last = np.ones(st.size, dtype=bool)
     relog = np.zeros(st.size, dtype=bool)
@@ -240,12 +266,12 @@ def make_curve(
         # The stable sort keeps logged order within a step: the next point is the next logging.
         relog[:-1] = ~last[:-1] & (epoch[1:] > epoch[:-1])
     for i in np.flatnonzero(~last & ~relog).tolist():
-        losses.add("duplicate-step", f"{where[order[i]]}: step {int(st[i])}", metric=metric)
+        losses.add("duplicate-step", f"{where[order[i]]}: step {int(st[i])}", metric=metric, run=run)
     relogged = tuple(sorted({int(s) for s in st[relog].tolist()}))
     st, xv, vv = st[last], xv[last], vv[last]
     for i in np.flatnonzero(~np.isfinite(vv)).tolist():
         kept = int(order[np.flatnonzero(last)[i]])
-        losses.add("non-finite-value", f"{where[kept]}: {metric} {float(vv[i])!r}", metric=metric)
+        losses.add("non-finite-value", f"{where[kept]}: {metric} {float(vv[i])!r}", metric=metric, run=run)
     return ImportedCurve(str(source), run, metric, x_name, st, xv, vv, relogged=relogged)
 
 
@@ -435,7 +461,7 @@ def read_curves(
     result = read_file(path, fmt=fmt, metric=metric, axis_column=axis_column, axis_cumulative=axis_cumulative)
     if result.losses and not allow_partial:
         raise ImportFormatError(partial_message([result]))
-    return list(result.curves)
+    return [c for c in result.curves if len(c)]
 
 
 def check_run_names(curves: Sequence[ImportedCurve]) -> None:

@@ -231,7 +231,7 @@ def read_mlflow(
                 # step that went back, which make_curve tells from a plain duplicate.
                 for i, m in enumerate(sorted(history, key=lambda m: (m.timestamp, m.step))):
                     place = f"run {name!r} metric {key!r} point {i + 1}"
-                    step = check_step(float(m.step), place, losses)
+                    step = check_step(float(m.step), place, losses, run=name)
                     if step is None:
                         continue
                     steps.append(step)
@@ -257,10 +257,12 @@ def read_mlflow(
             else "check the tracking URI and that the store is reachable"
         )
         raise ImportFormatError(f"{source}: MLflow: {first} (fix: {fix})") from None
-    if logged is not None and curves:
-        placed = ImportResult(source, "mlflow", tuple(curves), losses.freeze())
+    kept = [c for c in curves if len(c)]
+    if logged is not None and kept:
+        placed = ImportResult(source, "mlflow", tuple(kept), losses.freeze())
         placed = on_logged_axis([placed], logged, cumulative=axis_cumulative)[0]
-        curves, lost = list(placed.curves), placed.losses
+        # Empty curves stay here: a run that logs no axis must still reach the selection.
+        kept, lost = list(placed.curves), placed.losses
     else:
         lost = losses.freeze()
     if metric is not None and not curves:
@@ -268,4 +270,4 @@ def read_mlflow(
         raise ImportFormatError(f"{source}: no metric matches {metric!r} (fix: use one of: {shown})")
     if not curves:
         raise ImportFormatError(f"{source}: the experiment's runs logged no metrics (fix: pick another)")
-    return ImportResult(source, "mlflow", tuple(c for c in curves if len(c)), lost)
+    return ImportResult(source, "mlflow", tuple(kept), lost)

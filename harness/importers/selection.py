@@ -148,16 +148,19 @@ def select_runs(
             group = [replace(c, status=status, source_status=said) for c in group]
         missed = next((f for f in only if not f.matches(run, params, tags)), None)
         hit = next((f for f in exclude if f.matches(run, params, tags)), None)
-        source = f" ({said})" if said and said != status else ""
+        # The source's word after the store's, unless it already says it (W&B offline: "failed
+        # (exit code 1)", not "failed (failed (exit code 1))").
+        if said and said.startswith(f"{status} ("):
+            state = said
+        else:
+            state = status + (f" ({said})" if said and said != status else "")
         if missed is not None:
             left.append(LeftOut(run, status, f"does not match --only {missed.text}"))
         elif hit is not None:
             left.append(LeftOut(run, status, f"matches --exclude {hit.text}"))
         elif status in LEFT_OUT_STATUSES and not include_failed:
             left.append(
-                LeftOut(
-                    run, status, f"{status}{source}: left out of the verdicts (--include-failed keeps it)"
-                )
+                LeftOut(run, status, f"{state}: left out of the verdicts (--include-failed keeps it)")
             )
         else:
             kept.extend(group)

@@ -424,7 +424,7 @@ def _curves(
     for i, row in enumerate(run.rows):
         place = f"run {name!r} row {i + 1}"
         raw = _number(row.get("_step"))
-        step = check_step(raw if raw is not None else math.nan, place, losses)
+        step = check_step(raw if raw is not None else math.nan, place, losses, run=name)
         if step is None:
             continue
         if axis == "_step":

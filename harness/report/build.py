@@ -100,21 +100,19 @@ def load_report_data(
                           fix=f"use one of {', '.join(AXES)}")  # fmt: skip
     known = queries.sweeps(store)
     match = known[known["name"] == sweep]
-    if match.empty:
+    if match.empty:  # an analysis of nothing: exit 6, as `scalerl fit` and `forecast` do
         have = ", ".join(map(str, known["name"])) or "none"
-        raise ConfigError("no such sweep in the store", field="SWEEP", value=sweep,
-                          fix=f"pick one of: {have}")  # fmt: skip
+        raise AnalysisError(f"SWEEP={sweep!r}: no such sweep in the store (fix: pick one of: {have})")
     spec = match.iloc[0]["spec"] or {}
     fit_spec = dict(spec.get("fit") or {})
     metric = metric or str(fit_spec.get("metric") or DEFAULT_METRIC)
     runs = queries.runs(store, sweep)
     curves = queries.curves(store, sweep, metric=metric)
     if curves.empty and not runs.empty and (runs["n_points"] > 0).any():
-        # Points exist, just not for this metric: name the ones one run logs.
-        sample = str(runs.loc[runs["n_points"] > 0, "run_id"].iloc[0])
-        logged = sorted(map(str, queries.curves(store, sweep, run_ids=[sample])["metric"].unique()))
-        raise ConfigError(f"sweep {sweep!r} has no points for this metric", field="--metric", value=metric,
-                          fix=f"use one that its runs log: {', '.join(logged)}")  # fmt: skip
+        # Points exist, just not for this metric: name the ones its runs log.
+        logged = ", ".join(queries.logged_metrics(store, sweep))
+        raise AnalysisError(f"--metric={metric!r}: sweep {sweep!r} has no points for this metric "
+                            f"(fix: use one that its runs log: {logged})")  # fmt: skip
     diagnostics = load_diagnostics(store, sweep)
     stored_fits = queries.fits(store, sweep)
     stored_verdicts = queries.verdicts(store, sweep)

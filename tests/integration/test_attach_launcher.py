@@ -136,3 +136,36 @@ def test_an_uncaught_exception_fails_the_attached_run(tmp_path: Path) -> None:
         assert db.curves(store, "crash", "val/pass_rate")["step"].tolist() == [0, 1, 2]  # kept
     finally:
         store.close()
+
+
+# A trainer that catches its own crash and exits non-zero (Hydra's main, which verl runs under,
+# calls sys.exit(1)): no uncaught exception reaches the interpreter, and the run must still fail.
+SYS_EXIT = """\
+import sys
+
+from scalerl.harness import client
+
+run = client.init(sweep="crash", seed=0, config={"lr": 1e-6}, db=sys.argv[1])
+for step in range(3):
+    client.log(step, {"val/pass_rate": 0.1 * step}, compute={"flops": 1e12 * (step + 1)})
+try:
+    raise RuntimeError("diverged at step 3")
+except RuntimeError as err:
+    print(f"Error executing job: {err}", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def test_a_non_zero_sys_exit_fails_the_attached_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'lab.db'}"
+    script = tmp_path / "crash.py"
+    script.write_text(SYS_EXIT)
+    done = _python(script, url, tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    store = db.open_store(url, create=False)
+    try:
+        runs = db.runs(store, "crash")
+        assert runs["status"].tolist() == ["failed"]
+        assert runs["error"].iloc[0].startswith("the program exited with status 1 (sys.exit)")
+    finally:
+        store.close()

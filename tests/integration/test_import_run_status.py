@@ -232,3 +232,72 @@ def test_tags_filters_states_and_unmatched_runs(tmp_path: Path, capsys: pytest.C
     # A malformed filter names the flag, the value and the fix.
     assert main([*args, "--only", "team=rl", "--db", f"sqlite:///{url3}"]) == 3
     assert "--only='team=rl': not a run filter (fix: write name:GLOB" in capsys.readouterr().err
+
+
+def test_what_a_left_out_run_lost_does_not_fail_the_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that diverged to NaN and FAILED, and a probe run the mapping does not match that logs
+    no compute axis: both are left out, so their losses (non-finite values, every point off the
+    axis) do not stop the import; kept with --include-failed, the NaN points count again."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    write_sweep(uri)
+    client = MlflowClient(tracking_uri=uri)
+    eid = client.get_experiment_by_name("loo").experiment_id
+    # The sweep's runs log GPU-hours (step / 10) beside the pass rate; the probe logs none.
+    for run in client.search_runs([eid]):
+        hours = [(s, s / 10.0) for s in STEPS.tolist()]
+        for step, value in hours:
+            client.log_metric(run.info.run_id, "perf/gpu_hours", value, step=int(step))
+    diverged = np.array([0.1, 0.2, np.nan, np.nan])
+    params = {"knob": "loss", "alternative": "cispo", "seed": "3"}
+    rid = log_run(client, eid, "cispo-seed3", params, STEPS[:4], diverged, status="FAILED")
+    for step in STEPS[:4].tolist():
+        client.log_metric(rid, "perf/gpu_hours", step / 10.0, step=int(step))
+    log_run(client, eid, "probe", {}, STEPS[:3], np.array([0.3, 0.3, 0.3]))
+
+    mapping = tmp_path / "map.yaml"
+    mapping.write_text(MAP)
+    args = ["import", f"mlflow:{uri}", "--experiment", "loo", "--sweep", "ml", "--map", str(mapping)]
+    args += ["--axis-column", "perf/gpu_hours"]
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    assert main([*args, "--db", url]) == 0
+    out = capsys.readouterr().out
+    assert "lost: bad-axis 3" in out and "non-finite-value 2" in out  # said, then forgiven
+    assert "left out run 'cispo-seed3': failed (FAILED)" in out
+    assert "skipped run 'probe': the mapping does not match it" in out
+    assert "what it lost is in runs left out of the import, so it does not count" in out
+    store = db.open_store(url)
+    points = db.queries.curves(store, "ml", "val/pass_rate")
+    runs = db.queries.runs(store, "ml")
+    store.close()
+    assert len(runs) == 6 and set(runs["status"]) == {"completed"}
+    assert len(points) == 6 * STEPS.size and points["gpu_hours"].max() == pytest.approx(4.5)
+
+    # Kept as a seed, its NaN points are this import's losses again: refused, nothing written.
+    url2 = tmp_path / "s2.db"
+    assert main([*args, "--include-failed", "--db", f"sqlite:///{url2}"]) == 7
+    assert "non-finite-value 2 (run 'cispo-seed3'" in capsys.readouterr().err
+    assert not url2.exists()
+
+
+def test_a_running_imported_run_stays_running_and_cancel_says_it_has_no_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    eid = client.create_experiment("live")
+    log_run(client, eid, "live", {}, STEPS[:4], np.full(4, 0.3), status="RUNNING")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    assert main(["import", f"mlflow:{uri}", "--experiment", "live", "--sweep", "live", "--db", url]) == 0
+    capsys.readouterr()
+    assert main(["cancel", "live", "--db", url]) == 1  # nothing the harness could stop
+    assert ": imported (its source still says running): no job to stop" in capsys.readouterr().out
+    store = db.open_store(url)
+    runs = db.queries.runs(store, "live")
+    store.close()
+    assert runs["status"].tolist() == ["running"]

@@ -320,7 +320,7 @@ def test_offline_run_states_and_tags_come_from_the_transaction_log(
     assert "left out run 'diverged': does not match --only tag:baseline" in out
     assert main(["import", str(tmp_path / "wandb"), "--sweep", "st2", "--db", url]) == 0
     out = capsys.readouterr().out
-    assert "left out run 'diverged': failed (failed (exit code 1)): left out of the verdicts" in out
+    assert "left out run 'diverged': failed (exit code 1): left out of the verdicts" in out
     assert "run 'resumed': 3 step(s) re-logged after a restart; later values kept" in out
     store = db.open_store(url)
     stored = {s: db.queries.runs(store, s) for s in ("st", "st2")}

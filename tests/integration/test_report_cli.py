@@ -80,12 +80,17 @@ def test_report_without_points_says_fit_has_not_run(store_url: str, tmp_path: Pa
 def test_user_errors_name_the_fix_and_hide_passwords(
     store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["report", "nope", "-o", str(tmp_path / "x.html"), "--db", store_url]) == 3
+    assert main(["report", "nope", "-o", str(tmp_path / "x.html"), "--db", store_url]) == 6
     err = capsys.readouterr().err
     assert "SWEEP='nope'" in err and "empty, loo-report" in err
-    assert main(["report", report_sweep.SWEEP, "--metric", "nope", "--db", store_url]) == 3
+    assert main(["report", report_sweep.SWEEP, "--metric", "nope", "--db", store_url]) == 6
     err = capsys.readouterr().err
     assert "--metric='nope'" in err and "train/reward, val/pass_rate" in err
+    # fit and forecast exit alike on the same mistakes (README, "Exit codes": 6), naming the metrics.
+    assert main(["fit", report_sweep.SWEEP, "--metric", "nope", "--no-save", "--db", store_url]) == 6
+    assert "one its runs log: train/reward, val/pass_rate" in capsys.readouterr().err
+    assert main(["forecast", "nope", "--db", store_url]) == 6
+    capsys.readouterr()
     url = "postgresql://scalerl:s3cret-pw@127.0.0.1:1/scalerl"
     assert main(["report", "x", "-o", str(tmp_path / "y.html"), "--db", url]) == 4  # StoreError: unreachable
     err = capsys.readouterr().err

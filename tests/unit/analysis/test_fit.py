@@ -72,9 +72,9 @@ def test_fast_matches_plain_curve_fit_and_beats_reduced_paper_grid() -> None:
 
 
 def test_registry_names_and_unknown_fitter() -> None:
-    assert set(FITTERS) == {"fast", "paper_grid", "curve_fit"}
+    assert set(FITTERS) == {"fast", "paper", "paper_grid", "curve_fit"}
     with pytest.raises(
-        ConfigError, match=r"method='nope'.*fix: use one of \['curve_fit', 'fast', 'paper_grid'\]"
+        ConfigError, match=r"method='nope'.*fix: use one of \['curve_fit', 'fast', 'paper', 'paper_grid'\]"
     ):
         get_fitter("nope")
 

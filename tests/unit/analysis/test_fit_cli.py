@@ -125,6 +125,7 @@ def test_fit_prints_the_same_forecasts_as_forecast_curve(
     import numpy as np
 
     from scalerl.harness.analysis.forecaster import forecast_curve
+    from scalerl.harness.analysis.hierarchical import forecast_with_siblings
     from scalerl.harness.analysis.sweep import group_curves
     from scalerl.harness.analysis.uncertainty import pool
 
@@ -137,25 +138,57 @@ def test_fit_prints_the_same_forecasts_as_forecast_curve(
     store.close()
     groups = group_curves(frame, "flops")
     assert len(groups) == 5
-    for variant, vc in groups.items():
-        x, y = pool(list(vc.curves))
-        at = 2.0 * float(np.max(x))
-        fc = forecast_curve(x, y, [at], level=0.9)
-        assert fc.status == "ok"
-        # The variant's header line, then its forecast line.
+    names = list(groups)
+    pooled = {v: pool(list(vc.curves)) for v, vc in groups.items()}
+    ats = {v: 2.0 * float(np.max(pooled[v][0])) for v in names}
+    # Every variant has 4 siblings with fitted ceilings, so every forecast borrows from them.
+    sweep = forecast_with_siblings(
+        [pooled[v] for v in names],
+        [[ats[v]] for v in names],
+        [[pooled[o] for o in names if o != v] for v in names],
+    )
+    for variant, sf in zip(names, sweep, strict=True):
+        fc, at = sf.forecast, ats[variant]
+        assert fc.status == "ok" and sf.method == "sweep" and sf.siblings == 4
+        # The variant's header line (saying which forecast), then its forecast line.
         i = next(k for k, ln in enumerate(lines) if ln.startswith(f"  {variant} (2 run(s)"))
+        assert lines[i].endswith("[sweep prior: prior from 4 sibling variant(s)]")
         expected = f"    at {at:.4g}: {fc.value[0]:.4f} [{fc.lo[0]:.4f}, {fc.hi[0]:.4f}]"
         assert lines[i + 1] == expected
         # Synthetic sweep: true ceilings 0.62-0.70, so the forecast at 2x lies near them.
         assert 0.55 < fc.value[0] < 0.8 and fc.lo[0] < fc.value[0] < fc.hi[0]
-    # `scalerl forecast` prints the same numbers for the same sweep.
+    # `scalerl forecast` prints the same numbers for the same sweep; --no-siblings gives
+    # forecast_curve on the variant's own points.
     assert main(["forecast", "loo", "--db", store_url, "--json"]) == 0
     js = {v["variant"]: v for v in json.loads(capsys.readouterr().out)["variants"]}
-    x, y = pool(list(groups["baseline"].curves))
-    fc = forecast_curve(x, y, [2.0 * float(np.max(x))], level=0.9)
+    assert js["baseline"]["method"] == "sweep"
+    assert js["baseline"]["forecasts"][0]["value"] == pytest.approx(
+        float(sweep[names.index("baseline")].forecast.value[0]), rel=1e-12
+    )
+    assert main(["forecast", "loo", "--db", store_url, "--json", "--no-siblings"]) == 0
+    js = {v["variant"]: v for v in json.loads(capsys.readouterr().out)["variants"]}
+    x, y = pooled["baseline"]
+    fc = forecast_curve(x, y, [ats["baseline"]], level=0.9)
+    assert js["baseline"]["method"] == "single" and js["baseline"]["method_note"] == "siblings turned off"
     assert js["baseline"]["forecasts"][0]["value"] == pytest.approx(float(fc.value[0]), rel=1e-12)
 
 
 def test_fit_json_has_no_forecast_lines(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fit", "loo", "--db", store_url, "--json", "--boot", "20"]) == 0
     assert "forecasts at" not in capsys.readouterr().out
+
+
+def test_fit_with_the_paper_procedure(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # `--method paper` (the App. A.5 grid widened to the data) end to end; train/reward on flops is
+    # a (metric, axis) no other test here stores.
+    argv = ["fit", "loo", "--db", store_url, "--metric", "train/reward", "--boot", "10", "--method", "paper"]
+    assert main(argv) == 0
+    assert "sweep loo: metric train/reward on flops; 15 fits (15 ok), 4 verdicts" in capsys.readouterr().out
+    store = db.open_store(store_url)
+    fits = db.queries.fits(store, "loo", metric="train/reward", axis="flops")
+    store.close()
+    assert len(fits) == 15 and set(fits["method"]) == {"paper"} and set(fits["status"]) == {"ok"}
+    base = fits[(fits["variant"] == "baseline") & fits["run_id"].isna()].iloc[0]
+    # train/reward = pass rate - 0.1 here, so its ceiling is the baseline's 0.70 - 0.1, on the lattice.
+    assert base["a"] == pytest.approx(0.60, abs=0.02)
+    assert base["a"] == pytest.approx(round(base["a"] / 0.005) * 0.005, abs=1e-9)

@@ -163,7 +163,7 @@ def test_a_run_that_logged_nothing_fails_instead_of_completing(url: str) -> None
         ({"sweep": 5}, "sweep=5", "sweep is a int, not a string"),
         ({"knob": "k" * 201, "alternative": "a"}, "knob=", "more than the store's 200"),
         ({"resume_step": -2}, "resume_step=-2", "must be in [-1, 2147483647]"),
-        ({"create": False}, "sweep='s'", "has no sweep 's' (create=False)"),
+        ({"create": False}, "sweep='s'", "(create=False) (fix: check the name (`scalerl ls` lists"),
         ({"axis": "wall_s"}, "axis='wall_s'", "not a compute axis"),
         ({"metric": ""}, "metric=''", "metric is empty"),
     ],
@@ -290,3 +290,19 @@ def test_inside_a_harness_launch_init_writes_into_the_launchers_run(
     assert (info.status, info.attempts) == ("running", 1)  # the harness's job finishes it
     assert "ignored" not in set(db.sweeps(store)["name"])
     store.close()
+
+
+def test_cancel_says_an_attached_run_is_stopped_where_it_was_launched(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scalerl.harness.cli import main
+
+    run = client.init(sweep="s", seed=0, config=CFG, db=url)
+    run.log(0, {"val/pass_rate": 0.1}, compute={"flops": 1.0})
+    try:
+        assert main(["cancel", "s", "--db", url]) == 1  # nothing the harness could stop
+        out = capsys.readouterr().out
+        assert f"{run.run_id}: attached from its own launcher (client.init), no job to stop" in out
+    finally:
+        run.finish()
+    assert run.status == "completed"

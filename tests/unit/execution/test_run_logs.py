@@ -66,6 +66,65 @@ def test_the_latest_submission_wins(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert capsys.readouterr().out == "new attempt\n"
 
 
+def test_a_command_runs_own_output_follows_its_job_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command runner sends the trainer's stdout and stderr to the run's workdir, not to the
+    job log: `scalerl logs` prints the latest attempt's pair after the job's lines."""
+    url, store = _store(tmp_path)
+    state = tmp_path / "st"
+    _submitted(store, "ffee00-s0", {"executor": "local", "job_id": "queued-1", "state_dir": str(state)})
+    (state / "local" / "logs").mkdir(parents=True)
+    job_log = state / "local" / "logs" / "ffee00-s0.log"
+    job_log.write_text("scalerl job: run ffee00-s0: completed\n")
+    work = state / "runs" / "ffee00-s0"
+    work.mkdir(parents=True)
+    (work / "stderr.attempt1.log").write_text("old attempt\n")
+    (work / "stdout.attempt2.log").write_text("step 1 loss 0.5\n")
+    (work / "stderr.attempt2.log").write_text("CUDA_VISIBLE_DEVICES=1\n")
+    assert main(["logs", "ffee00", "--db", url]) == 0
+    assert capsys.readouterr().out == (
+        f"==> {job_log} <==\nscalerl job: run ffee00-s0: completed\n"
+        f"==> {work / 'stdout.attempt2.log'} <==\nstep 1 loss 0.5\n"
+        f"==> {work / 'stderr.attempt2.log'} <==\nCUDA_VISIBLE_DEVICES=1\n"
+    )
+
+
+def test_follow_names_the_file_each_new_line_comes_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`logs -f` over several files: lines that arrive later under another file than the one
+    printed last get that file's header, as `tail -f` does (not the last header printed)."""
+    from scalerl.harness.cli import browse
+
+    url, store = _store(tmp_path)
+    state = tmp_path / "st"
+    _submitted(store, "ffee00-s0", {"executor": "local", "job_id": "queued-1", "state_dir": str(state)})
+    attempt = store.start_attempt("ffee00-s0", executor="local", job_id="queued-1")
+    (state / "local" / "logs").mkdir(parents=True)
+    job_log = state / "local" / "logs" / "ffee00-s0.log"
+    job_log.write_text("")
+    work = state / "runs" / "ffee00-s0"
+    work.mkdir(parents=True)
+    (work / "stdout.attempt1.log").write_text("step 1\n")
+    (work / "stderr.attempt1.log").write_text("warning\n")
+
+    def later(_s: float) -> None:  # the trainer writes, then its run ends
+        with (work / "stdout.attempt1.log").open("a") as fh:
+            fh.write("step 2\n")
+        job_log.write_text("scalerl job: run ffee00-s0: completed\n")
+        store.finish_run("ffee00-s0", attempt, "completed")
+
+    monkeypatch.setattr(browse.time, "sleep", later)
+    assert main(["logs", "ffee00", "--db", url, "-f", "--poll-s", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith(
+        f"==> {work / 'stderr.attempt1.log'} <==\nwarning\n"
+        f"\n==> {job_log} <==\nscalerl job: run ffee00-s0: completed\n"
+        f"\n==> {work / 'stdout.attempt1.log'} <==\nstep 2\n"
+    ), out
+
+
 @pytest.mark.parametrize(
     ("given", "says", "code"),
     [

@@ -13,7 +13,14 @@ from scalerl import db
 from scalerl.harness.cli import main
 from scalerl.harness.errors import ImportFormatError
 from scalerl.harness.importers.axis import on_logged_axis
-from scalerl.harness.importers.base import ImportedCurve, ImportLosses, ImportResult, read_curves, read_file
+from scalerl.harness.importers.base import (
+    ImportedCurve,
+    ImportLosses,
+    ImportResult,
+    losses_kept,
+    read_curves,
+    read_file,
+)
 from scalerl.harness.importers.ingest import import_defaults, infer_unit
 
 
@@ -68,8 +75,10 @@ def test_a_run_without_the_axis_loses_its_points_and_an_unlogged_axis_is_named()
         ImportLosses(),
     )
     (placed,) = on_logged_axis([result], "tokens", cumulative=True)
-    assert [(c.run, c.x.tolist()) for c in placed.curves] == [("a", [5.0, 10.0])]
+    # b's curve stays, empty, so that the import can still leave the run out (and its losses).
+    assert [(c.run, c.x.tolist()) for c in placed.curves] == [("a", [5.0, 10.0]), ("b", [])]
     assert placed.losses.counts == {"bad-axis": 3}
+    assert not losses_kept(placed, {"b"}) and losses_kept(placed, {"a"}).counts == {"bad-axis": 3}
     assert "run 'b' metric 'val': the run logs no 'tokens'" in placed.losses.describe()
     with pytest.raises(ImportFormatError, match=r"no run logs the axis 'perf/flops'.*one of: tokens, val"):
         on_logged_axis([result], "perf/flops")

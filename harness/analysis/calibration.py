@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -153,16 +153,7 @@ def fit_calibration(
             sibling_weight=float(v),
         )
         scores = flat.err / _units(pfs, used, trial)
-        cal = IntervalCalibration(
-            levels=CALIBRATED_LEVELS,
-            quantiles=_quantiles(scores, flat.weight),
-            horizon_slope=float(h),
-            spread_weight=spread_weight,
-            log_horizon_slope=float(g),
-            move_weight=float(m),
-            trend_weight=float(t),
-            sibling_weight=float(v),
-        )
+        cal = replace(trial, quantiles=_quantiles(scores, flat.weight))
         worst = 0.0
         for lv in CHECK_LEVELS:
             for cov, n in _cells(flat, scores <= cal.quantile(lv)).values():

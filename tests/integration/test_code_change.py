@@ -6,7 +6,6 @@ must not count as code. Each policy does what it says; status and the report say
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,15 +16,7 @@ from scalerl.db import queries
 from scalerl.harness.cli import main as cli_main
 from scalerl.harness.errors import ExecutionError
 from scalerl.harness.execution.sweep import launch, prepare
-from tests.unit.execution.helpers import TRAINER, expected_steps, write_command_sweep
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false", *args],
-        cwd=repo, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
+from tests.unit.execution.helpers import TRAINER, expected_steps, git, write_command_sweep
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ import pytest
 
 from scalerl import db
 from scalerl.harness.cli import main
+from tests.integration.helpers import wandb_offline_env
 
 STEPS = np.arange(1, 61)
 C_MID_STEPS = 8  # the inflection: 52 points past it, the last fifth flat (a measured ceiling)
@@ -142,14 +143,7 @@ def test_wandb_offline_sweep_on_logged_gpu_hours(tmp_path: Path, capsys: pytest.
             for s, v, h in zip(STEPS.tolist(), values.tolist(), hours.tolist(), strict=True)
         ]
         payload.append((name, {"alt": alt, "seed": seed}, rows))
-    env = {
-        "WANDB_MODE": "offline",
-        "WANDB_DIR": str(tmp_path),
-        "WANDB_SILENT": "true",
-        "WANDB_DISABLE_GIT": "true",
-        "WANDB_DISABLE_CODE": "true",
-        "HOME": str(tmp_path),
-    }
+    env = wandb_offline_env(tmp_path)
     subprocess.run(
         [sys.executable, "-c", WRITER],
         input=json.dumps(payload),

@@ -25,6 +25,7 @@ from scalerl import db
 from scalerl.harness.cli import main
 from scalerl.harness.errors import ImportFormatError
 from scalerl.harness.importers.wandb_runs import read_wandb_offline, read_wandb_project
+from tests.integration.helpers import wandb_offline_env
 
 pytest.importorskip("wandb")
 
@@ -63,14 +64,7 @@ WRITER = textwrap.dedent(
 @pytest.fixture(scope="module")
 def offline_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wb")
-    env = {
-        "WANDB_MODE": "offline",
-        "WANDB_DIR": str(root),
-        "WANDB_SILENT": "true",
-        "WANDB_DISABLE_GIT": "true",
-        "WANDB_DISABLE_CODE": "true",
-        "HOME": str(root),
-    }
+    env = wandb_offline_env(root)
     payload = json.dumps([(n, c, v.tolist()) for n, c, v in runs()])
     subprocess.run(
         [sys.executable, "-c", WRITER],
@@ -292,14 +286,7 @@ STATUS_WRITER = textwrap.dedent(
 def test_offline_run_states_and_tags_come_from_the_transaction_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env = {
-        "WANDB_MODE": "offline",
-        "WANDB_DIR": str(tmp_path),
-        "WANDB_SILENT": "true",
-        "WANDB_DISABLE_GIT": "true",
-        "WANDB_DISABLE_CODE": "true",
-        "HOME": str(tmp_path),
-    }
+    env = wandb_offline_env(tmp_path)
     subprocess.run([sys.executable, "-c", STATUS_WRITER], check=True, timeout=120, env={**os.environ, **env})
     by_run = {c.run: c for r in read_wandb_offline(tmp_path / "wandb") for c in r.curves}
     ok, bad = by_run["ok"], by_run["diverged"]

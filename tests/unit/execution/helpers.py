@@ -4,6 +4,7 @@ command trainer (recipes/examples/my_trainer.py), which runs in a fraction of a 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -110,3 +111,12 @@ def client_run(tmp_path: Path, monkeypatch: Any) -> Any:
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("SLURM_PROCID", raising=False)
     return store
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` with a throwaway identity (tests make real commits); its stdout."""
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false", *args],
+        cwd=repo, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()

@@ -12,14 +12,7 @@ import pytest
 
 from scalerl.harness.execution import provenance
 from scalerl.harness.execution.codechange import mixed_warning, versions_in
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false", *args],
-        cwd=repo, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
+from tests.unit.execution.helpers import git
 
 
 @pytest.fixture

@@ -44,6 +44,23 @@ preset; the defaults stay conservative, see bench/README.md "Search"). Two varia
 Forecasts are memoised by curve prefix across settings and seeds (:class:`_Memo`; the pruner's
 rule runs unchanged), so the whole grid takes about a minute on 2 cores with ``--jobs 2``.
 
+``--loso`` uses the library's calibrations, which were fitted on all four sources (the held-out
+one included). ``--beat`` is leave-one-source-out throughout: for each held-out source the
+single-curve and sweep interval calibrations are fitted on the other three sources' curves
+(:func:`loso_calibrations`, the fits of ``bench/forecast_sweep.py``), and every forecast pruner
+scored on that source, or trained without it, uses them. It scores ``ForecastPruner(rule="beat")``
+(prune when P(beat the best COMPLETE trial's observed value) < ``p``; sweep forecasts from the
+other trials) on the grid ``p`` 0.02 / 0.05 / 0.1 / 0.2 x ``min_points`` 5 / 8 (inflection
+margin 2, ``interval_steps`` as above), only the settings that pass the synthetic guard. For each
+source, the setting chosen on the other three (random order, ``--select-seeds`` seeds; criterion
+fixed before any held-out score was seen: the least compute with the same best as no pruning in
+>= 95% of the training runs, ties by regret; else the highest same-best share) is scored on it
+with ``--seeds`` seeds and both samplers, next to Median (defaults), Hyperband and the bound
+rule's defaults (with the same held-out calibrations). "best pruned" = the share of runs that
+pruned the pool's best curve; the last lines check issue 24's item-4 targets. ``--reliability``
+checks P(beat) against outcomes (:func:`reliability`): every prefix the beat rule would decide on,
+with every other curve of the pool as a COMPLETE trial, each source with its held-out calibrations.
+
 Per run (pool x sampler x seed x pruner): compute = sum over trials of the last step each
 reported (training to step s costs s; a cache hit costs 0); found = the true final value of the
 best completed trial; regret = the pool's best final value - found. ``regret @ x%`` is the regret
@@ -52,7 +69,8 @@ of the no-pruning run's compute for the same pool, sampler and seed (nothing com
 pool's worst final value). Tables average over runs; compute is also given as the ratio to no
 pruning (mean over runs of the per-run ratio).
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/search.py [--seeds 5]``, or ``... --loso --jobs 2``;
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/search.py [--seeds 5]``, or ``... --loso --jobs 2``,
+or ``... --beat --jobs 2``;
 prints markdown (bench/README.md, section "Search").
 """
 
@@ -70,9 +88,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import optuna
@@ -80,15 +99,26 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forecast import SHORT, SOURCES, RealCurve, load_real
 
+import scalerl.harness.analysis.forecaster as forecaster_module
+import scalerl.harness.analysis.hierarchical as hierarchical_module
 import scalerl.harness.optuna.pruner as pruner_module
+from scalerl.harness.analysis.calibration import fit_calibration
 from scalerl.harness.analysis.curve import SigmoidFit, sigmoid_curve
 from scalerl.harness.analysis.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.forecaster import (
     DEFAULT_CALIBRATION,
-    CurveForecast,
+    IntervalCalibration,
     PointForecast,
     point_forecast_many,
-    with_interval,
+)
+from scalerl.harness.analysis.hierarchical import (
+    DEFAULT_SWEEP,
+    SWEEP_CALIBRATION,
+    SWEEP_MEMBERS,
+    Prior,
+    SweepSettings,
+    point_forecast_with_prior,
+    sweep_priors,
 )
 from scalerl.harness.optuna import ForecastPruner
 
@@ -195,6 +225,7 @@ class Run:
     worst: float
     best: float
     wall: float
+    best_pruned: bool = False  # the pool's best curve (highest final) was pruned
 
     def regret_at(self, budget: float) -> float:
         done = [f for c, f in self.trajectory if c <= budget + 1e-9]
@@ -239,6 +270,7 @@ def run_study(pool: Pool, sampler: str, seed: int, pruner: str, factory: PrunerF
     wall = time.perf_counter() - t0
     finals = pool.finals
     found = max((f for _, f in trajectory), default=float(finals.min()))
+    top = str(int(np.argmax(finals)))
     return Run(
         pool.name,
         pool.source,
@@ -252,6 +284,7 @@ def run_study(pool: Pool, sampler: str, seed: int, pruner: str, factory: PrunerF
         float(finals.min()),
         float(finals.max()),
         wall,
+        top in seen and seen[top] is None,
     )
 
 
@@ -308,14 +341,26 @@ BASELINES = ("none", "Median (defaults)", "Hyperband")
 
 
 @dataclass(frozen=True)
+class Calibrations:
+    """The interval calibrations a forecast pruner gets: single-curve and sweep forecasts."""
+
+    single: IntervalCalibration = DEFAULT_CALIBRATION
+    sweep: IntervalCalibration = SWEEP_CALIBRATION
+
+
+SHIPPED = Calibrations()  # the library's, fitted on all four sources
+
+
+@dataclass(frozen=True)
 class Setting:
-    """One forecast-pruner configuration of the --loso grid."""
+    """One forecast-pruner configuration of the --loso grid (bound rule)."""
 
     edge: str
     reference: str
     level: float
     margin: float
     min_points: int
+    cal: Calibrations = SHIPPED
 
     @property
     def label(self) -> str:
@@ -331,6 +376,37 @@ class Setting:
                 min_points=self.min_points,
                 edge="value" if self.edge == "value" else "hi",
                 reference="value" if self.reference == "value" else "lo",
+                calibration=self.cal.single,
+                sweep_calibration=self.cal.sweep,
+            )
+
+        return make
+
+
+@dataclass(frozen=True)
+class BeatSetting:
+    """One configuration of the beat rule (--beat): prune when P(beat the incumbent) < ``p``."""
+
+    p: float
+    min_points: int
+    margin: float = 2.0
+    cal: Calibrations = SHIPPED
+
+    @property
+    def label(self) -> str:
+        return f"beat p<{self.p:g} x{self.margin:g} {self.min_points}pt"
+
+    def factory(self) -> PrunerFactory:
+        def make(pool: Pool) -> optuna.pruners.BasePruner:
+            return ForecastPruner(
+                float(pool.target),
+                rule="beat",
+                min_probability=self.p,
+                interval_steps=max(1, pool.points // BEAT_REPORTS),
+                inflection_margin=self.margin,
+                min_points=self.min_points,
+                calibration=self.cal.single,
+                sweep_calibration=self.cal.sweep,
             )
 
         return make
@@ -347,7 +423,7 @@ GUARD_STEPS = np.arange(5, 205, 5)  # tests/unit/optuna/test_forecast_pruner.py'
 GUARD_SEEDS = ((1, 3), (5, 6), (7, 8), (9, 10))
 
 
-def passes_guard(setting: Setting) -> bool:
+def passes_guard(setting: Setting | BeatSetting) -> bool:
     """The unit tests' synthetic guard: sigmoids (R0 0.1, B 2, C_mid 40, noise sd 0.005, reports
     every 5 steps to T = 200) with ceilings 0.8, 0.4, 0.81, 0.6, in that order: the 0.81 trial
     must complete (not be pruned against the 0.80 one) for each of 4 noise-seed pairs. A setting
@@ -377,22 +453,25 @@ def passes_guard(setting: Setting) -> bool:
 
 
 class _Memo:
-    """Forecasts and sigmoid fits memoised by curve prefix, shared by every pruner instance in
-    this process: the pruner's rule runs unchanged, but a prefix is forecast once (its point
-    forecast does not depend on ``level``; the interval is attached per level), not once per
-    grid setting and seed. Both functions fit each curve on its own, so batching changes nothing."""
+    """Point forecasts and sigmoid fits memoised by curve prefix (and, for the sweep forecast, the
+    siblings' prefixes), shared by every pruner instance in this process: the pruner's rule runs
+    unchanged, but a state is forecast once, not once per grid setting, seed and calibration
+    (a point forecast depends on neither ``level`` nor the calibration: the pruner attaches
+    those). Every function fits each curve on its own, so batching changes nothing."""
 
     def __init__(self) -> None:
-        self.points: dict[tuple[bytes, bytes, bytes], PointForecast] = {}
+        self.points: dict[tuple[bytes, ...], PointForecast] = {}
+        self.sweep: dict[tuple[bytes, ...], PointForecast] = {}
+        self.priors: dict[tuple[bytes, ...], Prior | None] = {}
         self.fits: dict[tuple[bytes, bytes, float], SigmoidFit] = {}
 
     @staticmethod
     def _key(x: object, y: object) -> tuple[bytes, bytes]:
         return np.asarray(x, dtype=np.float64).tobytes(), np.asarray(y, dtype=np.float64).tobytes()
 
-    def forecast_curves(
-        self, curves: Sequence[tuple[np.ndarray, np.ndarray]], at: Sequence[np.ndarray], *, level: float
-    ) -> list[CurveForecast]:
+    def point_forecast_many(
+        self, curves: Sequence[tuple[np.ndarray, np.ndarray]], at: Sequence[np.ndarray]
+    ) -> list[PointForecast]:
         keys = [
             (*self._key(x, y), np.asarray(a, dtype=np.float64).tobytes())
             for (x, y), a in zip(curves, at, strict=True)
@@ -402,11 +481,49 @@ class _Memo:
             made = point_forecast_many([curves[i] for i in todo], [at[i] for i in todo])
             for i, pf in zip(todo, made, strict=True):
                 self.points[keys[i]] = pf
-        return [with_interval(self.points[k], level, DEFAULT_CALIBRATION) for k in keys]
+        return [self.points[k] for k in keys]
+
+    def _set_key(self, curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[bytes, ...]:
+        return tuple(b for x, y in curves for b in self._key(x, y))
+
+    def sweep_priors(
+        self, sets: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]], settings: SweepSettings = DEFAULT_SWEEP
+    ) -> list[Prior | None]:
+        assert settings == DEFAULT_SWEEP  # the key leaves the settings out
+        out = []
+        for sibs in sets:
+            k = self._set_key(sibs)
+            if k not in self.priors:
+                self.priors[k] = sweep_priors([sibs])[0]
+            out.append(self.priors[k])
+        return out
+
+    def point_forecast_with_prior(
+        self,
+        curves: Sequence[tuple[np.ndarray, np.ndarray]],
+        at: Sequence[np.ndarray],
+        priors: Sequence[Prior | None],
+        *,
+        siblings: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]],
+    ) -> list[PointForecast]:
+        out = []
+        for c, a, pr, sibs in zip(curves, at, priors, siblings, strict=True):
+            # The prior is a function of the siblings (sweep_priors above), so they key it.
+            k = (*self._key(*c), np.asarray(a, dtype=np.float64).tobytes(), *self._set_key(sibs))
+            if k not in self.sweep:
+                self.sweep[k] = point_forecast_with_prior([c], [a], [pr], siblings=[sibs])[0]
+            out.append(self.sweep[k])
+        return out
 
     def fit_sigmoid_many(
-        self, curves: Sequence[tuple[np.ndarray, np.ndarray]], *, r0: Sequence[float]
+        self,
+        curves: Sequence[tuple[np.ndarray, np.ndarray]],
+        *,
+        r0: Sequence[float],
+        sigma: Sequence[np.ndarray | None] | None = None,
     ) -> list[SigmoidFit]:
+        if sigma is not None:
+            return fit_sigmoid_many(list(curves), r0=list(r0), sigma=list(sigma))
         keys = [(*self._key(x, y), float(r)) for (x, y), r in zip(curves, r0, strict=True)]
         todo = [i for i, k in enumerate(keys) if k not in self.fits]
         if todo:
@@ -416,19 +533,31 @@ class _Memo:
         return [self.fits[k] for k in keys]
 
 
+_PATCHED = (
+    (pruner_module, "point_forecast_many"),
+    (pruner_module, "point_forecast_with_prior"),
+    (pruner_module, "sweep_priors"),
+    (pruner_module, "fit_sigmoid_many"),
+    # The sweep forecast's own sibling and validation fits (every curve on its own: same result).
+    (hierarchical_module, "fit_sigmoid_many"),
+    (forecaster_module, "fit_sigmoid_many"),
+)
+
+
 @contextmanager
 def memoised() -> Iterator[_Memo]:
     memo = _Memo()
-    saved = pruner_module.forecast_curves, pruner_module.fit_sigmoid_many
-    pruner_module.forecast_curves = memo.forecast_curves  # type: ignore[assignment]
-    pruner_module.fit_sigmoid_many = memo.fit_sigmoid_many  # type: ignore[assignment]
+    saved = [getattr(mod, name) for mod, name in _PATCHED]
+    for mod, name in _PATCHED:
+        setattr(mod, name, getattr(memo, name))
     try:
         yield memo
     finally:
-        pruner_module.forecast_curves, pruner_module.fit_sigmoid_many = saved
+        for (mod, name), fn in zip(_PATCHED, saved, strict=True):
+            setattr(mod, name, fn)
 
 
-Task = tuple[str, int, str, Setting | None]  # sampler, seed, pruner name, grid setting
+Task = tuple[str, int, str, Setting | BeatSetting | None]  # sampler, seed, pruner name, grid setting
 
 
 def _pool_runs(job: tuple[Pool, Sequence[Task]]) -> list[Run]:
@@ -450,6 +579,9 @@ def _run_all(jobs: Sequence[tuple[Pool, Sequence[Task]]], n_jobs: int) -> list[R
         return [r for rs in ex.map(_pool_runs, jobs) for r in rs]
 
 
+S = TypeVar("S", Setting, BeatSetting)
+
+
 @dataclass(frozen=True)
 class Score:
     runs: int
@@ -457,6 +589,7 @@ class Score:
     same: float  # share of runs that found the same best as no pruning
     regret: float
     at: tuple[float, ...]  # regret at BUDGET_SHARES of no pruning's compute
+    best_pruned: float = 0.0  # share of runs that pruned the pool's best curve
 
 
 def score(runs: Sequence[Run], base: dict[tuple[str, str, int], Run]) -> Score:
@@ -470,14 +603,15 @@ def score(runs: Sequence[Run], base: dict[tuple[str, str, int], Run]) -> Score:
             float(np.mean([r.regret_at(f * x.compute) for r, x in zip(runs, b, strict=True)]))
             for f in BUDGET_SHARES
         ),
+        float(np.mean([r.best_pruned for r in runs])),
     )
 
 
-def choose(scores: dict[Setting, Score]) -> Setting:
+def choose(scores: dict[S, Score], floor: float = SAME_BEST) -> S:
     """The selection criterion, fixed before any held-out score was seen: the least compute
-    among settings that keep the same best as no pruning in >= SAME_BEST of the training runs
+    among settings that keep the same best as no pruning in >= ``floor`` of the training runs
     (ties: lower regret); if none does, the highest same-best share (then the least compute)."""
-    ok = [s for s, v in scores.items() if v.same >= SAME_BEST - 1e-12]
+    ok = [s for s, v in scores.items() if v.same >= floor - 1e-12]
     if ok:
         return min(ok, key=lambda s: (scores[s].ratio, scores[s].regret))
     return max(scores, key=lambda s: (scores[s].same, -scores[s].ratio))
@@ -586,18 +720,262 @@ def loso(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
         print(f"| {e}<{ref} | " + " | ".join(cells) + " |")
 
 
+# --- The beat rule, leave-one-source-out with leave-one-source-out calibrations (--beat) ---------
+
+BEAT_REPORTS = 50  # re-forecast every points // BEAT_REPORTS reports, as the bound rule
+BEAT_PS = (0.02, 0.05, 0.1, 0.2)
+BEAT_POINTS = (5, 8)
+BEAT_FLOOR = 0.95  # selection: the same best as no pruning in >= 95% of the training runs
+BEAT_BASELINES = ("none", "Median (defaults)", "Hyperband")
+
+
+def _cal_forecasts(job: tuple[str, Sequence[object]]) -> list[PointForecast]:
+    from forecast_sweep import SHIPPED_KAPPA, forecasts
+
+    mode, cs = job
+    return forecasts(cs, mode, SHIPPED_KAPPA)  # type: ignore[arg-type]
+
+
+def loso_calibrations(n_jobs: int) -> dict[str | None, Calibrations]:
+    """Per held-out source (None: none held out), the single-curve and sweep calibrations fitted
+    on the other sources' curves exactly as ``bench/forecast_sweep.py`` fits them (backtests cut at
+    1/30, 10, 25, 50, 75% of each curve; the sweep forecast with same-stage and finished siblings)."""
+    from forecast_sweep import CAL_CUTS, SWEEP_GRID, cases, sweeps_of
+
+    curves = load_real()
+    cs = cases(curves, sweeps_of(curves), CAL_CUTS)
+    modes = ("single", "same", "finished")
+    with ProcessPoolExecutor(max(1, n_jobs)) as ex:
+        made = dict(zip(modes, ex.map(_cal_forecasts, [(m, cs) for m in modes]), strict=True))
+    src = [curves[c.i].source for c in cs]
+    single = [(pf, c.y_test, g) for pf, c, g in zip(made["single"], cs, src, strict=True)]
+    sweep = [
+        (pf, c.y_test, g)
+        for m in ("same", "finished")
+        for pf, c, g in zip(made[m], cs, src, strict=True)
+        if pf.names == SWEEP_MEMBERS
+    ]
+    out: dict[str | None, Calibrations] = {}
+    for held in (*SOURCES, None):
+        one = [t for t in single if t[2] != held]
+        two = [t for t in sweep if t[2] != held]
+        out[held] = Calibrations(
+            fit_calibration([t[0] for t in one], [t[1] for t in one], groups=[t[2] for t in one]),
+            fit_calibration(
+                [t[0] for t in two],
+                [t[1] for t in two],
+                groups=[t[2] for t in two],
+                horizon_slopes=SWEEP_GRID["horizon_slopes"],
+                trend_weights=SWEEP_GRID["trend_weights"],
+                sibling_weights=SWEEP_GRID["sibling_weights"],
+            ),
+        )
+    return out
+
+
+def _cal_label(c: IntervalCalibration) -> str:
+    return (
+        f"h={c.horizon_slope:g} g={c.log_horizon_slope:g} m={c.move_weight:g} t={c.trend_weight:g} "
+        f"v={c.sibling_weight:g} q50={c.quantile(0.5):.2f} q90={c.quantile(0.9):.2f}"
+    )
+
+
+def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> None:
+    """The beat rule's threshold chosen leave-one-source-out (calibrations too), scored held out
+    next to Median, Hyperband and the bound rule's defaults (see the module docstring)."""
+    t0 = time.perf_counter()
+    cals = loso_calibrations(n_jobs)
+    t_cal = time.perf_counter() - t0
+    grid = [BeatSetting(p, n) for p in BEAT_PS for n in BEAT_POINTS]
+    with memoised():
+        guarded = [g for g in grid if passes_guard(g)]
+    # Selection: every pool with the grid under each calibration that treats it as training data.
+    t1 = time.perf_counter()
+    jobs = []
+    for pl in pools:
+        tasks: list[Task] = [("random order", sd, "none", None) for sd in range(select_seeds)]
+        for held in SOURCES:
+            if held != pl.source:
+                tasks += [
+                    ("random order", sd, f"{held}|{g.label}", replace(g, cal=cals[held]))
+                    for g in guarded
+                    for sd in range(select_seeds)
+                ]
+        jobs.append((pl, tasks))
+    sel = _run_all(jobs, n_jobs)
+    t_sel = time.perf_counter() - t1
+    base = {(r.pool, r.sampler, r.seed): r for r in sel if r.pruner == "none"}
+    by_label = {g.label: g for g in guarded}
+    train: dict[tuple[str, BeatSetting], Score] = {}
+    for held in SOURCES:
+        for g in guarded:
+            rs = [r for r in sel if r.pruner == f"{held}|{g.label}"]
+            train[(held, g)] = score(rs, base)
+    chosen = {held: choose({g: train[(held, g)] for g in guarded}, BEAT_FLOOR) for held in SOURCES}
+    del by_label
+    # Held out: each source with its choice and its calibrations, next to the baselines.
+    t2 = time.perf_counter()
+    names = [*BEAT_BASELINES[1:], "Forecast bound (defaults)", "Forecast beat (LOSO)"]
+    jobs = []
+    for pl in pools:
+        cal = cals[pl.source]
+        tasks = [(sm, sd, b, None) for sm in SAMPLERS for sd in range(seeds) for b in BEAT_BASELINES]
+        tasks += [
+            (sm, sd, names[2], replace(OLD_DEFAULTS, cal=cal)) for sm in SAMPLERS for sd in range(seeds)
+        ]
+        tasks += [
+            (sm, sd, names[3], replace(chosen[pl.source], cal=cal)) for sm in SAMPLERS for sd in range(seeds)
+        ]
+        jobs.append((pl, tasks))
+    held_runs = _run_all(jobs, n_jobs)
+    t_held = time.perf_counter() - t2
+    hbase = {(r.pool, r.sampler, r.seed): r for r in held_runs if r.pruner == "none"}
+
+    print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    cpu = platform.processor() or platform.machine()
+    print(f"machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores")
+    print(f"command: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python {' '.join(sys.argv)}")
+    print(
+        f"optuna {optuna.__version__}; LOSO calibrations {t_cal:.0f} s; selection ({len(guarded)} settings x "
+        f"3 folds x {select_seeds} seeds, random order) {t_sel:.0f} s; held-out studies {t_held:.0f} s"
+    )
+    print(f"\ngrid: p in {BEAT_PS} x min_points {BEAT_POINTS}, inflection margin 2; passing the synthetic ")
+    print(f"guard (passes_guard): {', '.join(g.label for g in guarded) or 'none'}")
+    print("\n### Calibrations fitted without the held-out source\n")
+    print("| held out | single-curve forecast | sweep forecast |")
+    print("|---|---|---|")
+    for fold in (*SOURCES, None):
+        c, name = cals[fold], "(none)" if fold is None else SHORT[fold]
+        print(f"| {name} | {_cal_label(c.single)} | {_cal_label(c.sweep)} |")
+    print(
+        f"\n### Selection on the other three sources (random order, {select_seeds} seeds): compute vs none / "
+        f"same best / best pruned / regret; chosen: least compute with same best >= {BEAT_FLOOR:.0%}\n"
+    )
+    print("| setting | " + " | ".join(f"without {SHORT[h]}" for h in SOURCES) + " |")
+    print("|---|" + "---|" * len(SOURCES))
+    for g in guarded:
+        cells = []
+        for h in SOURCES:
+            v = train[(h, g)]
+            mark = "**" if chosen[h] == g else ""
+            cells.append(f"{mark}{v.ratio:.2f}x / {v.same:.0%} / {v.best_pruned:.0%} / {v.regret:.4f}{mark}")
+        print(f"| {g.label} | " + " | ".join(cells) + " |")
+    for sm in SAMPLERS:
+        print(
+            f"\n### {sm}, held-out source (compute vs none / same best as none / best pruned / regret / "
+            "regret @ 25% / regret @ 50%)\n"
+        )
+        print("| held out | runs | " + " | ".join(names) + " |")
+        print("|" + "---|" * (2 + len(names)))
+        for row in (*SOURCES, None):
+            rs = [r for r in held_runs if r.sampler == sm and (row is None or r.source == row)]
+            cells = []
+            for n in names:
+                sc_n = score([r for r in rs if r.pruner == n], hbase)
+                cells.append(
+                    f"{sc_n.ratio:.2f}x / {sc_n.same:.0%} / {sc_n.best_pruned:.0%} / {sc_n.regret:.4f} / "
+                    + " / ".join(f"{a:.4f}" for a in sc_n.at)
+                )
+            label = f"all {len(pools)} pools" if row is None else f"{SHORT[row]} ({chosen[row].label})"
+            print(f"| {label} | {len([r for r in rs if r.pruner == 'none'])} | " + " | ".join(cells) + " |")
+        rs = [r for r in held_runs if r.sampler == sm]
+        sc = {n: score([r for r in rs if r.pruner == n], hbase) for n in names}
+        b, hb, med = sc[names[3]], sc["Hyperband"], sc["Median (defaults)"]
+        print(
+            f"\nitem-4 targets ({sm}, all pools): compute {b.ratio:.2f}x vs Hyperband {hb.ratio:.2f}x "
+            f"({'met' if b.ratio <= hb.ratio else 'not met'}); "
+            f"regret {b.regret:.4f} vs Median {med.regret:.4f} "
+            f"({'met' if b.regret <= med.regret else 'not met'}); best pruned in {b.best_pruned:.1%} of "
+            f"searches ({'met' if b.best_pruned <= 0.05 else 'not met'})"
+        )
+
+
+RELIABILITY_BINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def _reliability_pool(job: tuple[Pool, Calibrations]) -> list[tuple[bool, int, float, bool]]:
+    """For every curve of the pool and every prefix the beat rule would decide on (its default
+    warm-up, ``interval_steps`` as in the bench): P(beat) from ``ForecastPruner.probability``
+    with every other curve COMPLETE (finished siblings; incumbent = their best final), and
+    whether the curve's final did beat it. Rows: (is the pool's best, curve, P, beat)."""
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    pool, cal = job
+    finals = pool.finals
+    top = int(np.argmax(finals))
+    g = BeatSetting(0.1, 5, cal=cal)
+    rows = []
+    with memoised():
+        for i, c in enumerate(pool.curves):
+            pruner = g.factory()(pool)
+            assert isinstance(pruner, ForecastPruner)
+            study = optuna.create_study(direction="maximize", study_name=f"{pool.name}/{i}")
+            for j, o in enumerate(pool.curves):
+                if j != i:
+                    iv = {int(s): float(v) for s, v in zip(o.steps, o.values, strict=True)}
+                    study.add_trial(optuna.trial.create_trial(value=o.final, intermediate_values=iv))
+            incumbent = float(np.max(np.delete(finals, i)))
+            step = max(1, pool.points // BEAT_REPORTS)
+            for k in range(g.min_points, c.steps.size + 1, step):
+                iv = {int(s): float(v) for s, v in zip(c.steps[:k], c.values[:k], strict=True)}
+                trial = optuna.trial.create_trial(
+                    state=optuna.trial.TrialState.RUNNING, intermediate_values=iv
+                )
+                pr = pruner.probability(study, trial)
+                if np.isfinite(pr):
+                    rows.append((i == top, i, float(pr), bool(c.final > incumbent)))
+    return rows
+
+
+def reliability(pools: Sequence[Pool], n_jobs: int) -> None:
+    """Is P(beat) calibrated where the pruner uses it? Each source with its held-out calibrations."""
+    t0 = time.perf_counter()
+    cals = loso_calibrations(n_jobs)
+    with ProcessPoolExecutor(max(1, n_jobs)) as ex:
+        got = list(ex.map(_reliability_pool, [(pl, cals[pl.source]) for pl in pools]))
+    print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {time.perf_counter() - t0:.0f} s")
+    print(f"command: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python {' '.join(sys.argv)}")
+    print("\n### P(beat the incumbent) against what happened, held-out calibrations\n")
+    print("| P(beat) | decisions | mean P | share that did beat | of them, the pool's best curve |")
+    print("|---|---|---|---|---|")
+    rows = [r for rs in got for r in rs]
+    for lo, hi in itertools.pairwise(RELIABILITY_BINS):
+        sel = [r for r in rows if lo <= r[2] < hi or (hi == 1.0 and r[2] == 1.0)]
+        if sel:
+            print(
+                f"| [{lo:g}, {hi:g}) | {len(sel)} | {np.mean([r[2] for r in sel]):.3f} | "
+                f"{np.mean([r[3] for r in sel]):.3f} | {sum(r[0] for r in sel)} |"
+            )
+    print("\n### The pool's best curve: lowest P(beat) over its decisions (random order aside)\n")
+    print("| pool | decisions | min P | first P | last P | decisions with P < 0.05 |")
+    print("|---|---|---|---|---|---|")
+    for pl, rs in zip(pools, got, strict=True):
+        best = [r[2] for r in rs if r[0]]
+        if best:
+            low = sum(p < 0.05 for p in best)
+            print(f"| {pl.name} | {len(best)} | {min(best):.3f} | {best[0]:.3f} | {best[-1]:.3f} | {low} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--loso", action="store_true", help="choose the forecast pruner's settings by LOSO")
     ap.add_argument("--select-seeds", type=int, default=3, help="--loso: seeds for the selection grid")
-    ap.add_argument("--jobs", type=int, default=1, help="--loso: processes (one pool at a time each)")
+    ap.add_argument("--beat", action="store_true", help="score the beat rule leave-one-source-out")
+    ap.add_argument("--reliability", action="store_true", help="check P(beat) against outcomes")
+    ap.add_argument("--jobs", type=int, default=1, help="--loso/--beat: processes (one pool at a time each)")
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     pools = build_pools(load_real())
     if args.loso:
         loso(pools, args.select_seeds, args.seeds, args.jobs)
+        return
+    if args.beat:
+        beat(pools, args.select_seeds, args.seeds, args.jobs)
+        return
+    if args.reliability:
+        reliability(pools, args.jobs)
         return
     t0 = time.perf_counter()
     runs = [

@@ -9,15 +9,19 @@ The band around a fitted curve, over the compute the data covers, is the envelop
 the corners of the fit's parameter intervals (A, B, C_mid). R(C) is monotone in A and in C_mid,
 and in B on either side of C_mid, so the corners bound every curve inside that box: a
 conservative band that needs only the stored columns. Beyond the data, the dashed extrapolation
-and its band are :func:`scalerl.harness.analysis.forecast_curve` on the fit's points (the same forecast
-as ``scalerl forecast``) with its :data:`FORECAST_LEVEL` prediction interval; where it has no
-sound forecast, the fitted sigmoid and its parameter box are drawn instead.
+and its band are the forecast ``scalerl forecast`` prints, with its :data:`FORECAST_LEVEL` prediction
+interval (:func:`sweep_extrapolations`): a variant's pooled fit borrows strength from the sweep's
+other variants (:func:`scalerl.harness.analysis.hierarchical.forecast_with_siblings`, the single-curve
+:func:`scalerl.harness.analysis.forecast_curve` when fewer than two siblings pin a ceiling), a per-run
+fit gets the single-curve forecast of its own points. Where there is no sound forecast, the fitted
+sigmoid and its parameter box are drawn instead.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,6 +34,8 @@ from scalerl.harness.report.downsample import display_indices
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
+
+    from scalerl.harness.analysis.forecaster import CurveForecast
 
 # Only an ``ok`` fit pins its ceiling (scalerl.harness.analysis.curve.FitStatus); any other status is
 # listed in the legend with its reason and gets no curve, extrapolation or band.
@@ -51,6 +57,41 @@ def _fit_points(pts: pd.DataFrame, fit: pd.Series, axis: str) -> tuple[np.ndarra
     if mine.empty:
         return None
     return mine[axis].to_numpy(dtype=float), mine["value"].to_numpy(dtype=float)
+
+
+def extrapolation_grid(x_max: float, extrapolate_factor: float) -> np.ndarray:
+    """The computes the dashed extrapolation is drawn at: ``x_max`` to ``factor x x_max``."""
+    return np.geomspace(x_max, x_max * max(extrapolate_factor, 1.0), 80)
+
+
+def sweep_extrapolations(
+    pts: pd.DataFrame, fit_rows: pd.DataFrame, axis: str, grid: np.ndarray
+) -> dict[str, CurveForecast]:
+    """Each pooled fit's forecast on ``grid``, borrowing from the sweep's other variants.
+
+    The same forecast as ``scalerl forecast`` (and ``fit``'s forecast lines): a variant's seeds are
+    pooled into one point cloud and :func:`~scalerl.harness.analysis.hierarchical.forecast_with_siblings`
+    takes every other variant with points as its siblings, so the page and the command print one
+    number. Keyed by variant; per-run fits are not here (they forecast their own points)."""
+    from scalerl.harness.analysis.hierarchical import forecast_with_siblings
+
+    if pts.empty or fit_rows.empty:
+        return {}
+    pooled = fit_rows[fit_rows["run_id"].isna()]
+    clouds = {
+        str(v): (g[axis].to_numpy(dtype=float), g["value"].to_numpy(dtype=float))
+        for v, g in pts.groupby("variant", sort=True, observed=True)
+    }
+    wanted = [v for v in map(str, pooled["variant"].unique()) if v in clouds]
+    if not wanted:
+        return {}
+    made = forecast_with_siblings(
+        [clouds[v] for v in wanted],
+        [grid] * len(wanted),
+        [[c for o, c in clouds.items() if o != v] for v in wanted],
+        level=FORECAST_LEVEL,
+    )
+    return {v: m.forecast for v, m in zip(wanted, made, strict=True)}
 
 
 def _band(c: np.ndarray, fit: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
@@ -160,8 +201,11 @@ def curves_figure(
         )  # fmt: skip
 
     windows: set[float] = set()
+    forecasts = sweep_extrapolations(pts, fit_rows, axis, extrapolation_grid(x_max, extrapolate_factor))
     for _, fit in fit_rows.iterrows():
-        _add_fit(fig, fit, colors, x_min_pos, x_max, extrapolate_factor, _fit_points(pts, fit, axis))
+        _add_fit(
+            fig, fit, colors, x_min_pos, x_max, extrapolate_factor, _fit_points(pts, fit, axis), forecasts
+        )
         w = _num(fit.get("window_start"))
         if w is not None and w > 0:
             windows.add(w)
@@ -205,13 +249,16 @@ def _add_fit(
     x_max: float,
     extrapolate_factor: float,
     points: tuple[np.ndarray, np.ndarray] | None = None,
+    forecasts: Mapping[str, CurveForecast] | None = None,
 ) -> None:
     variant = str(fit["variant"])
     run_id = fit.get("run_id")
-    label = esc(variant) if run_id is None or pd.isna(run_id) else esc(run_id)
+    pooled = run_id is None or pd.isna(run_id)
+    label = esc(variant) if pooled else esc(run_id)
+    forecast = (forecasts or {}).get(variant) if pooled else None
     for trace in fit_traces(
         fit, colors.get(variant, "#000"), x_min=x_min, x_max=x_max,
-        extrapolate_factor=extrapolate_factor, points=points, label=label,
+        extrapolate_factor=extrapolate_factor, points=points, label=label, forecast=forecast,
     ):  # fmt: skip
         fig.add_trace(trace)
 
@@ -226,13 +273,15 @@ def fit_traces(
     points: tuple[np.ndarray, np.ndarray] | None = None,
     label: str | None = None,
     legend: bool = True,
+    forecast: CurveForecast | None = None,
 ) -> list[go.Scatter]:
     """The traces of one fit row: the fitted sigmoid over the data (solid, from its window start
     to ``x_max``), the forecast beyond it (dashed, up to ``extrapolate_factor * x_max``) and one
     band (parameter box over the data, forecast interval beyond).
 
-    ``points`` (compute, value) are the fit's data; with them the dashed part is
-    :func:`scalerl.harness.analysis.forecast_curve`, without them the fitted sigmoid. A fit whose status
+    ``forecast`` (on :func:`extrapolation_grid`; :func:`sweep_extrapolations` makes a sweep's) is
+    drawn as the dashed part; without it, ``points`` (compute, value), the fit's data, give
+    :func:`scalerl.harness.analysis.forecast_curve`; without either, the fitted sigmoid. A fit whose status
     is not confident gives a single legend-only trace naming the status and its reason. Names are
     ``fit L``, ``extrapolation L`` and ``interval L`` with ``L`` = ``label`` (escaped by the
     caller; default the escaped variant); all share the variant's legend group.
@@ -270,8 +319,9 @@ def fit_traces(
             showlegend=legend, **common,
         )
     ]  # fmt: skip
-    ext_x = np.geomspace(x_max, x_max * max(extrapolate_factor, 1.0), 80)
-    forecast = None if points is None else forecast_curve(points[0], points[1], ext_x, level=FORECAST_LEVEL)
+    ext_x = extrapolation_grid(x_max, extrapolate_factor)
+    if forecast is None and points is not None:
+        forecast = forecast_curve(points[0], points[1], ext_x, level=FORECAST_LEVEL)
     if forecast is not None and not forecast.ok:
         forecast = None
     traces.append(

@@ -10,8 +10,9 @@ at once).
 
 A panel per variant that is not the baseline: on a leave-one-out sweep that is one per knob; on
 other designs one per value. Each variant's traces (and its forecast, the costly part) are built
-once and reused in every panel that shows them, so a sweep of ``n`` variants costs ``n + 1``
-forecasts, not ``2n``.
+once and reused in every panel that shows them, and every variant's forecast is made in one call
+(:func:`.curves.sweep_extrapolations`: each borrows from the others, as ``scalerl forecast`` does),
+so a sweep of ``n`` variants costs ``n`` forecasts, not ``2n``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,15 @@ from scalerl.harness.report._style import (
     verdict_color,
     wrap_lines,
 )
-from scalerl.harness.report.curves import _check_axis, _fit_points, _num, _select_fits, fit_traces
+from scalerl.harness.report.curves import (
+    _check_axis,
+    _fit_points,
+    _num,
+    _select_fits,
+    extrapolation_grid,
+    fit_traces,
+    sweep_extrapolations,
+)
 from scalerl.harness.report.diagnostics import mechanism_figure
 from scalerl.harness.report.downsample import display_indices
 
@@ -100,6 +109,11 @@ class _Sweep:
         positive = x[x > 0]
         self.x_min = float(positive.min()) if not positive.empty else self.x_max / 100.0
         self._traces: dict[str, list[Any]] = {}
+        # Every pooled fit's forecast at once: each borrows from the other variants, as
+        # `scalerl forecast` does, so the panels and the command agree.
+        self.forecasts = sweep_extrapolations(
+            self.pts, self.pooled, axis, extrapolation_grid(self.x_max, extrapolate_factor)
+        )
 
     def fit_of(self, variant: str) -> pd.Series | None:
         rows = self.pooled[self.pooled["variant"] == variant] if not self.pooled.empty else self.pooled
@@ -144,6 +158,7 @@ class _Sweep:
             out += fit_traces(
                 fit, color, x_min=self.x_min, x_max=self.x_max, extrapolate_factor=self.extrapolate_factor,
                 points=_fit_points(self.pts, fit, self.axis), legend=False,
+                forecast=self.forecasts.get(variant),
             )  # fmt: skip
         return out
 

@@ -1,9 +1,11 @@
 """ForecastPruner in plain Optuna studies: synthetic sigmoids, warm-up, directions, quantile mode,
-an RDB storage, and replayed real curves."""
+an RDB storage, replayed real curves, and rule="beat" (P of beating the incumbent)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +14,12 @@ import pytest
 from optuna.trial import TrialState
 
 from scalerl.harness.analysis.curve import sigmoid_curve
+from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
+from scalerl.harness.analysis.hierarchical import SWEEP_CALIBRATION
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.importers import read_curves
 from scalerl.harness.optuna import ForecastPruner
+from scalerl.harness.optuna.pruner import beat_probability, central_level
 
 REAL = Path("/work/shared/data/real-rl-curves")
 STEPS = np.arange(5, 205, 5)  # 40 reports, compute 5..200
@@ -200,3 +205,82 @@ def test_real_curves_best_never_pruned() -> None:
                 assert stops == [-1], f"seed {seed}: the best curve was pruned at step {stops[0]}"
             pruned += stops[0] > 0
     assert pruned >= 10  # it does prune: 14 of the 48 other trials when written
+
+
+# --- rule="beat": prune on P(beating the incumbent's observed result) -------------------------
+
+GUARD = [_curve(0.8, seed=1), _curve(0.4, seed=2), _curve(0.81, seed=3), _curve(0.6, seed=4)]
+
+
+def test_beat_prunes_the_worse_and_keeps_a_close_call() -> None:
+    pruner = ForecastPruner(TARGET, rule="beat")
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    stops = _replay(study, GUARD)
+    # 0.4 and 0.6 ceilings against a 0.80 incumbent: pruned once their fits put 2x C_mid inside
+    # the data (C_mid 40); the 0.81 ceiling (0.01 above the incumbent) completes.
+    assert stops[0] == -1 and stops[2] == -1
+    assert 60 <= stops[1] <= 100 and 60 <= stops[3] <= 100
+    # The forecasts borrowed from the sweep once two other trials had enough points.
+    last = study.trials[3]
+    assert pruner._beat[(study.study_name, last.number)].method == "sweep"
+    assert pruner.probability(study, last) < pruner.min_probability == 0.05
+    assert pruner.probability(study, study.trials[2]) > 0.3  # the 0.81 trial, against 0.80
+
+
+def test_beat_probability_monotone_and_symmetric() -> None:
+    cal = DEFAULT_CALIBRATION
+    # At each calibrated quantile the central level is that level; beyond the last it keeps rising.
+    for lv, q in zip(cal.levels, cal.quantiles, strict=True):
+        assert central_level(q, cal) == pytest.approx(lv)
+    assert 0.98 < central_level(5.0, cal) < central_level(6.0, cal) < 1.0
+    gaps = np.linspace(-0.3, 0.3, 61)
+    p = [beat_probability(0.7, 0.05, 0.7 + g, cal) for g in gaps]
+    assert all(a > b for a, b in itertools.pairwise(p))  # strictly decreasing in the gap
+    assert beat_probability(0.7, 0.05, 0.7, cal) == pytest.approx(0.5)
+    for g in (0.01, 0.05, 0.2):
+        assert beat_probability(0.7, 0.05, 0.7 + g, cal) + beat_probability(0.7, 0.05, 0.7 - g, cal) == (
+            pytest.approx(1.0)
+        )
+    # The incumbent 2.171 units above the forecast: the 90% interval's upper edge, P = 5%.
+    assert beat_probability(0.7, 0.05, 0.7 + 2.171 * 0.05, cal) == pytest.approx(0.05)
+    assert np.isnan(beat_probability(np.nan, 0.05, 0.7, cal))
+
+
+def test_beat_minimize_mirrors() -> None:
+    maxi = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET, rule="beat"))
+    mini = optuna.create_study(direction="minimize", pruner=ForecastPruner(TARGET, rule="beat"))
+    losses = [1.0 - y for y in GUARD]
+    assert _replay(mini, losses) == _replay(maxi, GUARD)
+    assert [t.state for t in mini.trials] == [TrialState.COMPLETE, TrialState.PRUNED] * 2
+
+
+def test_beat_uses_the_calibrations() -> None:
+    # Quantiles 20x wider: the 0.6 trial keeps a real chance of beating 0.80.
+    wide = replace(DEFAULT_CALIBRATION, quantiles=tuple(20 * q for q in DEFAULT_CALIBRATION.quantiles))
+    wide_sweep = replace(SWEEP_CALIBRATION, quantiles=tuple(20 * q for q in SWEEP_CALIBRATION.quantiles))
+    loose = ForecastPruner(TARGET, rule="beat", calibration=wide, sweep_calibration=wide_sweep)
+    tight = ForecastPruner(TARGET, rule="beat")
+    wide_stops = _replay(optuna.create_study(direction="maximize", pruner=loose), GUARD)
+    study = optuna.create_study(direction="maximize", pruner=tight)
+    stops = _replay(study, GUARD)
+    assert stops[3] > 0 and wide_stops[3] == -1  # the 0.6 trial survives the wide calibration
+    assert wide_stops[1] == -1 or wide_stops[1] >= stops[1] > 0
+    # The same trial in the same study: the wider calibration gives it a larger chance.
+    assert 0.05 < loose.probability(study, study.trials[3]) < 0.5
+    assert tight.probability(study, study.trials[3]) < 0.05
+    # With one sibling the single-curve forecast and `calibration` decide; sweep_calibration
+    # alone widened changes nothing there.
+    two = [GUARD[0], GUARD[1]]
+    only_sweep = ForecastPruner(TARGET, rule="beat", sweep_calibration=wide_sweep)
+    default = ForecastPruner(TARGET, rule="beat")
+    s1 = optuna.create_study(direction="maximize", pruner=only_sweep)
+    s2 = optuna.create_study(direction="maximize", pruner=default)
+    got = _replay(s1, two)
+    assert got == _replay(s2, two) and got[0] == -1 and got[1] > 0
+    assert only_sweep._beat[(s1.study_name, 1)].method == "single"
+    with pytest.raises(ConfigError, match="rule"):
+        ForecastPruner(TARGET, rule="best")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="min_probability"):
+        ForecastPruner(TARGET, rule="beat", min_probability=1.0)
+    with pytest.raises(ConfigError, match="calibration"):
+        ForecastPruner(TARGET, calibration=0.9)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis import forecast_curve
+from scalerl.harness.analysis import forecast_curve, forecast_with_siblings
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.report.figures import (
     curves_figure,
@@ -33,11 +33,24 @@ def test_curves_figure_draws_points_fits_extrapolation_band_and_window() -> None
     np.testing.assert_allclose(y, R0 + (a - R0) / (1 + (C_MID / x) ** b), rtol=1e-12)
     ext = _by_name(fig, "extrapolation baseline")
     assert np.asarray(ext.x)[-1] == pytest.approx(8e16) and ext.line.dash == "dash"
-    # Beyond the data the dashed line and its band are forecast_curve on the variant's points (the
-    # forecast `scalerl forecast` prints), at 4x the data within 0.02 of A.
-    base = curves[(curves["variant"] == "baseline") & (curves["metric"] == "val/pass_rate")]
-    fc = forecast_curve(base["flops"].to_numpy(), base["value"].to_numpy(), np.asarray(ext.x), level=0.9)
+    # Beyond the data the dashed line and its band are the forecast `scalerl forecast` prints: the
+    # variant's pooled points, borrowing from the two other variants (the sweep prior), at 4x the
+    # data within 0.02 of A.
+    val = curves[curves["metric"] == "val/pass_rate"]
+    clouds = {v: (g["flops"].to_numpy(), g["value"].to_numpy()) for v, g in val.groupby("variant")}
+    made = forecast_with_siblings(
+        [clouds["baseline"]],
+        [np.asarray(ext.x)],
+        [[c for v, c in clouds.items() if v != "baseline"]],
+        level=0.9,
+    )[0]
+    assert made.method == "sweep" and made.siblings == 2
+    fc = made.forecast
     np.testing.assert_allclose(np.asarray(ext.y), fc.value, rtol=1e-12)
+    # Not the single-curve forecast: the siblings moved it (a test that cannot tell them apart
+    # would pass on the old page).
+    single = forecast_curve(*clouds["baseline"], np.asarray(ext.x), level=0.9)
+    assert np.max(np.abs(single.hi - fc.hi)) > 1e-6
     assert np.asarray(ext.y)[-1] == pytest.approx(a, abs=0.02)
     band = _by_name(fig, "interval baseline")
     bx, by = np.asarray(band.x), np.asarray(band.y)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import scalerl.harness.analysis.forecaster as forecaster
+import scalerl.harness.analysis.hierarchical as hierarchical
 from scalerl.harness.report._style import anchor_id
 from scalerl.harness.report.panels import knob_panel_figure, knob_panels
 from tests.unit.report.frames import C_MID, R0, VARIANTS, curves_frame, fits_frame, verdicts_frame
@@ -73,17 +73,19 @@ def test_hover_gives_run_step_value_and_compute() -> None:
     assert "no pooled fit" in params and "no verdict" in verdict
 
 
-def test_each_forecast_is_computed_once_for_all_panels(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_forecast_is_made_in_one_sweep_call_for_all_panels(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = forecaster.forecast_curve
+    real = hierarchical.forecast_with_siblings
 
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        return real(*args, **kwargs)
+    def counting(curves, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(len(curves))
+        return real(curves, *args, **kwargs)
 
-    monkeypatch.setattr(forecaster, "forecast_curve", counting)
+    monkeypatch.setattr(hierarchical, "forecast_with_siblings", counting)
     panels = knob_panels(curves_frame(n_points=30, seeds=1), fits_frame(), verdicts_frame())
-    assert len(panels) == 2 and len(calls) == 3  # baseline once, not once per panel
+    # One call forecasting the 3 variants (the baseline once, not once per panel), each with the
+    # other two as its siblings.
+    assert len(panels) == 2 and calls == [3]
 
 
 def test_a_non_loo_sweep_gets_a_panel_per_value() -> None:

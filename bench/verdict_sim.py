@@ -383,15 +383,23 @@ RATIOS: dict[str, Any] = {
 }
 
 
-def ci_table(rows: Sequence[dict[str, Any]], reps: int = 2000, seed: int = 0) -> str:
+def ci_table(rows: Sequence[dict[str, Any]], reps: int = 2000, seed: int = 0, by_cell: bool = False) -> str:
     """Each headline ratio with a 95% interval from resampling whole sweeps (a sweep's 16 knobs
     share a baseline and a margin, so they are not independent draws), per seed count (budgets
-    pooled) and overall."""
+    pooled) and overall; ``by_cell``: per seeds x budget cell as well (item 6 holds per cell)."""
     rng = np.random.default_rng(seed)
-    head = "| seeds | sweeps | " + " | ".join(RATIOS) + " |"
-    lines = [head, "|---|---|" + "---|" * len(RATIOS)]
-    for label in (*[str(s) for s in SEEDS], "all"):
-        sel = [r for r in rows if label == "all" or str(r["seeds"]) == label]
+    groups: list[tuple[str, str, Any]] = [(str(s), "all", lambda r, s=s: r["seeds"] == s) for s in SEEDS]
+    if by_cell:
+        groups = [
+            (str(s), f"{b:.0%}", lambda r, s=s, b=b: r["seeds"] == s and r["budget_fraction"] == b)
+            for s in SEEDS
+            for b in BUDGETS
+        ] + [(str(s), "all", lambda r, s=s: r["seeds"] == s) for s in SEEDS]
+    groups.append(("all", "all", lambda r: True))
+    head = "| seeds | budget | sweeps | " + " | ".join(RATIOS) + " |"
+    lines = [head, "|---|---|---|" + "---|" * len(RATIOS)]
+    for label, budget, pick in groups:
+        sel = [r for r in rows if pick(r)]
         names = sorted({r["sweep"] for r in sel})
         index = {n: i for i, n in enumerate(names)}
         cells = []
@@ -408,9 +416,24 @@ def ci_table(rows: Sequence[dict[str, Any]], reps: int = 2000, seed: int = 0) ->
             picks = rng.integers(0, len(names), (reps, len(names)))
             boot = num[picks].sum(axis=1) / np.maximum(den[picks].sum(axis=1), 1)
             lo, hi = np.percentile(boot, [2.5, 97.5])
-            cells.append(f"{100 * num.sum() / den.sum():.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]")
-        lines.append(f"| {label} | {len(names)} | " + " | ".join(cells) + " |")
+            cells.append(
+                f"{100 * num.sum() / den.sum():.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({int(den.sum())})"
+            )
+        lines.append(f"| {label} | {budget} | {len(names)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def pooled_rows(paths: Sequence[Path]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every knob row of several runs' verdict_sim.json (independent draws: other ``--seed``s),
+    each sweep renamed ``<file #>/<sweep>`` so that sweeps of different draws stay apart when
+    whole sweeps are resampled; and the first run's noise sources."""
+    rows: list[dict[str, Any]] = []
+    sources: dict[str, Any] = {}
+    for i, path in enumerate(paths):
+        old = json.loads(path.read_text())
+        sources = sources or old["noise_sources"]
+        rows += [r | {"sweep": f"{i}/{r['sweep']}"} for r in old["rows"]] if len(paths) > 1 else old["rows"]
+    return rows, sources
 
 
 def noise_table(sources: dict[str, Any]) -> str:
@@ -472,18 +495,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--retabulate",
         type=Path,
+        nargs="+",
         metavar="JSON",
-        help="print the tables of an earlier run's verdict_sim.json (nothing simulated)",
+        help="print the tables of earlier runs' verdict_sim.json (nothing simulated); several files "
+        "(independent draws) are pooled, with per-cell intervals",
     )
     args = ap.parse_args(argv)
     MARGIN = args.margin
     if args.retabulate:
-        old = json.loads(args.retabulate.read_text())
-        print(noise_table(old["noise_sources"]), "\n")
-        print(cell_table(old["rows"])[1], "\n")
-        print(ci_table(old["rows"]), "\n")
-        print(power_table(old["rows"]), "\n")
-        print(confusion(old["rows"]))
+        rows, sources = pooled_rows(args.retabulate)
+        print(noise_table(sources), "\n")
+        print(cell_table(rows)[1], "\n")
+        print(ci_table(rows, by_cell=True), "\n")
+        print(power_table(rows), "\n")
+        print(confusion(rows))
         return 0
     from scalerl import db
     from scalerl.harness.analysis.simulate import NoiseModel, simulate_sweep, write_sweep

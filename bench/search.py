@@ -44,8 +44,8 @@ preset; the defaults stay conservative, see bench/README.md "Search"). Two varia
 Forecasts are memoised by curve prefix across settings and seeds (:class:`_Memo`; the pruner's
 rule runs unchanged), so the whole grid takes about a minute on 2 cores with ``--jobs 2``.
 
-``--loso`` uses the library's calibrations, which were fitted on all four sources (the held-out
-one included). ``--beat`` is leave-one-source-out throughout: for each held-out source the
+``--loso`` and ``--beat`` are leave-one-source-out throughout, calibrations included (``--loso``
+until 2026-11-26 used the library's, fitted on all four sources): for each held-out source the
 single-curve and sweep interval calibrations are fitted on the other three sources' curves
 (:func:`loso_calibrations`, the fits of ``bench/forecast_sweep.py``), and every forecast pruner
 scored on that source, or trained without it, uses them. It scores ``ForecastPruner(rule="beat")``
@@ -622,37 +622,63 @@ def loso(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
     on the fourth (both samplers, ``seeds`` seeds) next to Median and Hyperband; then the choice
     on all four sources (the pruner's defaults)."""
     t0 = time.perf_counter()
-    sel_tasks: list[Task] = [("random order", sd, "none", None) for sd in range(select_seeds)]
-    sel_tasks += [("random order", sd, s.label, s) for s in GRID for sd in range(select_seeds)]
-    sel = _run_all([(p, sel_tasks) for p in pools], n_jobs)
+    # Leave-one-source-out calibrations too (issue 24, item 3): the grid is run once per fold, the
+    # fold's forecasts calibrated without its held-out source; None = all four (the preset).
+    cals = loso_calibrations(n_jobs)
+    folds: tuple[str | None, ...] = (*SOURCES, None)
+    jobs_sel = []
+    for p in pools:
+        tasks: list[Task] = [("random order", sd, "none", None) for sd in range(select_seeds)]
+        for src in folds:
+            if src == p.source:
+                continue
+            tasks += [
+                ("random order", sd, f"{src}|{g.label}", replace(g, cal=cals[src]))
+                for g in GRID
+                for sd in range(select_seeds)
+            ]
+        jobs_sel.append((p, tasks))
+    sel = _run_all(jobs_sel, n_jobs)
     t_sel = time.perf_counter() - t0
     base = {(r.pool, r.sampler, r.seed): r for r in sel if r.pruner == "none"}
-    by_label = {s.label: s for s in GRID}
-    grid_runs: dict[Setting, list[Run]] = defaultdict(list)
+    by_label = {f"{src}|{g.label}": (src, g) for src in folds for g in GRID}
+    grid_runs: dict[tuple[str | None, Setting], list[Run]] = defaultdict(list)
     for r in sel:
         if r.pruner != "none":
             grid_runs[by_label[r.pruner]].append(r)
 
     def scores_without(source: str | None) -> dict[Setting, Score]:
-        return {s: score([r for r in rs if r.source != source], base) for s, rs in grid_runs.items()}
+        return {
+            g: score([r for r in rs if r.source != source], base)
+            for (src, g), rs in grid_runs.items()
+            if src == source
+        }
 
     with memoised():
-        guarded = {s for s in GRID if passes_guard(s)}
-    variants = {"LOSO": set(GRID), "LOSO + guard": guarded}
+        guarded = {src: {g for g in GRID if passes_guard(replace(g, cal=cals[src]))} for src in folds}
+    variants = {"LOSO": {src: set(GRID) for src in folds}, "LOSO + guard": guarded}
     chosen = {
-        (v, src): choose({s: sc for s, sc in scores_without(src).items() if s in allowed})
+        (v, src): choose({g: sc for g, sc in scores_without(src).items() if g in allowed[src]})
         for v, allowed in variants.items()
-        for src in (*SOURCES, None)
+        for src in folds
     }
-    # Held-out: each source with the setting chosen without it, plus the baselines.
+    # Held-out: each source with the setting chosen without it, plus the baselines; every forecast
+    # pruner calibrated without that source.
     t1 = time.perf_counter()
     jobs = []
     for p in pools:
-        tasks: list[Task] = [(sm, sd, b, None) for sm in SAMPLERS for sd in range(seeds) for b in BASELINES]
-        tasks += [(sm, sd, "Forecast (defaults)", OLD_DEFAULTS) for sm in SAMPLERS for sd in range(seeds)]
+        cal = cals[p.source]
+        tasks = [(sm, sd, b, None) for sm in SAMPLERS for sd in range(seeds) for b in BASELINES]
+        tasks += [
+            (sm, sd, "Forecast (defaults)", replace(OLD_DEFAULTS, cal=cal))
+            for sm in SAMPLERS
+            for sd in range(seeds)
+        ]
         for v in variants:
             tasks += [
-                (sm, sd, f"Forecast ({v})", chosen[(v, p.source)]) for sm in SAMPLERS for sd in range(seeds)
+                (sm, sd, f"Forecast ({v})", replace(chosen[(v, p.source)], cal=cal))
+                for sm in SAMPLERS
+                for sd in range(seeds)
             ]
         jobs.append((p, tasks))
     held = _run_all(jobs, n_jobs)
@@ -670,7 +696,8 @@ def loso(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
     print(
         f"\nselection: least compute with the same best as no pruning in >= {SAME_BEST:.0%} of the "
         "training runs (random order); ties by regret. LOSO: any grid setting; LOSO + guard: only "
-        f"the {len(guarded)} of {len(GRID)} settings that pass the synthetic guard (passes_guard)\n"
+        f"the {len(guarded[None])} of {len(GRID)} settings that pass the synthetic guard (passes_guard; "
+        "per fold with its calibrations); calibrations fitted without the held-out source\n"
     )
     print("| held out | LOSO: chosen on the other three | train | LOSO + guard: chosen | train |")
     print("|---|---|---|---|---|")
@@ -703,7 +730,7 @@ def loso(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
     for s in order[:16]:
         g = allsc[s]
         at = " | ".join(f"{a:.4f}" for a in g.at)
-        guard = "pass" if s in guarded else "fail"
+        guard = "pass" if s in guarded[None] else "fail"
         print(f"| {s.label} | {guard} | {g.ratio:.2f}x | {g.same:.0%} | {g.regret:.4f} | {at} |")
     print("\n### frontier per rule (all four sources): least compute at each same-best share\n")
     print("| rule | same best >= 95% | >= 90% | >= 80% |")

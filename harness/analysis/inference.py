@@ -58,8 +58,11 @@ class GroupEstimate:
     mean: float
     var: float
     n: int
-    own: bool = False
     own_var: float = 0.0
+
+    @property
+    def own(self) -> bool:
+        return self.own_var > 0
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,7 @@ def _floor_own(pooled: Pooled, live: Mapping[str, np.ndarray], floor: Collection
         est, y = groups.get(g), live.get(g)
         if est is None or est.own or y is None or y.size < 2 or not math.isfinite(est.var):
             continue
-        own = float(np.var(y, ddof=1)) / y.size
+        own = _own_scatter(y)
         if own > est.var:
             # The sweep's degrees of freedom stay: the floor only ever widens the pooled interval.
             # Referring it to the group's own n - 1 (as a flagged group is) made every 2-seed
@@ -170,6 +173,11 @@ def _floor_own(pooled: Pooled, live: Mapping[str, np.ndarray], floor: Collection
             groups[g] = replace(est, var=own)
             changed = True
     return replace(pooled, groups=groups) if changed else pooled
+
+
+def _own_scatter(y: np.ndarray) -> float:
+    """The variance of a group's mean from its own seeds alone (unweighted, ``n - 1``)."""
+    return float(np.var(y, ddof=1)) / y.size
 
 
 def _pool_moments(
@@ -199,11 +207,11 @@ def _pool_moments(
             # quiet ones. Unweighted on purpose: the seeds a weighted scatter would discount (an
             # extrapolated ceiling) are the slow ones, so discounting them understates how far the
             # group's mean can be off (weighted: 85% coverage on the simulator; unweighted: 95%).
-            own = float(np.var(y, ddof=1)) / y.size
+            own = _own_scatter(y)
             if own > var * float(stats.f.ppf(OWN_SCATTER_LEVEL, y.size - 1, df)):
                 var = own
                 noisy.add(g)
-        groups[g] = GroupEstimate(means[g], var, int(y.size), g in noisy, var if g in noisy else 0.0)
+        groups[g] = GroupEstimate(means[g], var, int(y.size), var if g in noisy else 0.0)
     return Pooled(groups, tau2, q, df, math.sqrt(ss_within / df)), noisy
 
 
@@ -282,7 +290,7 @@ def contrast_df(df: float, *groups: GroupEstimate) -> float:
     climb) ride with it rather than counting as known, which would raise ``df`` past the
     pooled one. Without an own-scatter group this is ``df`` itself."""
     total = sum(g.var for g in groups)
-    own = [(g.own_var, g.n - 1) for g in groups if g.own and g.n > 1 and g.own_var > 0]
+    own = [(g.own_var, g.n - 1) for g in groups if g.own and g.n > 1]
     if not own or not math.isfinite(total) or total <= 0 or df <= 0:
         return float(df)
     shared = max(total - sum(v for v, _ in own), 0.0)

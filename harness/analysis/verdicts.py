@@ -72,7 +72,6 @@ from scalerl.harness.analysis.uncertainty import DEFAULT_BOOT, BootstrapResult, 
 
 VerdictKind = Literal["asymptote-mover", "efficiency-shaper", "no-effect", "undecided", "unstable", "unfit"]
 _NAN = math.nan
-BASELINE_OWN_FLOOR = True  # see inference._floor_own
 
 
 @dataclass(frozen=True)
@@ -755,8 +754,7 @@ def classify(
         a_ses += [se_of[i] for i in fitted if _pins_ceiling(s.fits[i], s.vc.curves[i], fopts)]
     # The baseline's variance is never below its own seeds' scatter: it is in every contrast
     # (inference._floor_own).
-    own_floor = (baseline.variant,) if BASELINE_OWN_FLOOR else ()
-    pooled_a = pool_groups(a_vals, a_vars, known_sd=vopts.seed_sd, own_floor=own_floor)
+    pooled_a = pool_groups(a_vals, a_vars, known_sd=vopts.seed_sd, own_floor=(baseline.variant,))
     if ceiling == "plateau":
         # A plateau level sits below its ceiling by what the curve still has to climb, and that
         # shortfall is shared by every seed of the variant: it does not average away with seeds.

@@ -70,28 +70,22 @@ def sweep_extrapolations(
     """Each pooled fit's forecast on ``grid``, borrowing from the sweep's other variants.
 
     The same forecast as ``scalerl forecast`` (and ``fit``'s forecast lines): a variant's seeds are
-    pooled into one point cloud and :func:`~scalerl.harness.analysis.hierarchical.forecast_with_siblings`
-    takes every other variant with points as its siblings, so the page and the command print one
-    number. Keyed by variant; per-run fits are not here (they forecast their own points)."""
-    from scalerl.harness.analysis.hierarchical import forecast_with_siblings
+    pooled into one point cloud and :func:`~scalerl.harness.analysis.hierarchical.forecast_sweep`
+    gives each every other variant with points as its siblings, so the page and the command print
+    one number. Keyed by variant; per-run fits are not here (they forecast their own points)."""
+    from scalerl.harness.analysis.hierarchical import forecast_sweep
 
     if pts.empty or fit_rows.empty:
         return {}
-    pooled = fit_rows[fit_rows["run_id"].isna()]
+    pooled = set(map(str, fit_rows.loc[fit_rows["run_id"].isna(), "variant"]))
     clouds = {
         str(v): (g[axis].to_numpy(dtype=float), g["value"].to_numpy(dtype=float))
         for v, g in pts.groupby("variant", sort=True, observed=True)
     }
-    wanted = [v for v in map(str, pooled["variant"].unique()) if v in clouds]
-    if not wanted:
+    if not pooled & clouds.keys():
         return {}
-    made = forecast_with_siblings(
-        [clouds[v] for v in wanted],
-        [grid] * len(wanted),
-        [[c for o, c in clouds.items() if o != v] for v in wanted],
-        level=FORECAST_LEVEL,
-    )
-    return {v: m.forecast for v, m in zip(wanted, made, strict=True)}
+    made = forecast_sweep(list(clouds.values()), [grid] * len(clouds), level=FORECAST_LEVEL)
+    return {v: m.forecast for v, m in zip(clouds, made, strict=True) if v in pooled}
 
 
 def _band(c: np.ndarray, fit: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:

@@ -74,8 +74,8 @@ from scalerl.harness.analysis.fitters import Fitter, PaperGridFitter, fit_sigmoi
 from scalerl.harness.analysis.forecast import forecast_value, score
 from scalerl.harness.analysis.forecaster import (
     CALIBRATED_LEVELS,
-    DEFAULT_CALIBRATION,
     DEFAULT_ENSEMBLE,
+    LINEAR_CALIBRATION,
     MEMBERS,
     EnsembleSettings,
     IntervalCalibration,
@@ -699,10 +699,14 @@ def main() -> None:
     )
     if (
         st != DEFAULT_ENSEMBLE
-        or cal.horizon_slope != DEFAULT_CALIBRATION.horizon_slope
-        or not np.allclose(cal.quantiles, DEFAULT_CALIBRATION.quantiles, atol=0.0015)
+        or cal.horizon_slope != LINEAR_CALIBRATION.horizon_slope
+        or not np.allclose(cal.quantiles, LINEAR_CALIBRATION.quantiles, atol=0.0015)
     ):
-        print("NOTE: the library's DEFAULT_ENSEMBLE / DEFAULT_CALIBRATION differ from these; update them.")
+        print("NOTE: the library's DEFAULT_ENSEMBLE / LINEAR_CALIBRATION differ from these; update them.")
+    print(
+        "(LINEAR_CALIBRATION is the pruner's; forecast_curve's DEFAULT_CALIBRATION is fitted by "
+        "bench/forecast_sweep.py, for horizons up to 30x.)"
+    )
     print(
         f"\n{PAPER_LABEL}: {3 * n} fits in {t_widened:.1f} s (on a grid edge: "
         + ", ".join(f"{k} {v}" for k, v in n_edge.items())

@@ -20,6 +20,12 @@ error per curve, median over curves per source). Methods:
 - ``paper``: ``--paper-cache FILE`` reads another method's predictions (JSON ``{"name@cut": [...]}``,
   the format of bench/forecast.py's paper caches); nothing is computed for it here.
 
+Hindsight (not methods): the held-out MAE of the ensemble fitted on the *whole* curve, and of
+each held-out point's 5 neighbours on either side (itself left out). They saw the future, so a
+cell where their ratio to the better baseline is above 0.85 is a cell where the issue's target
+is out of reach for any forecast from the past: the held-out points' own noise sets the floor
+(for a flat curve with independent noise even the true mean scores sqrt(3/4) = 0.87x flat-last-3).
+
 Leave-one-source-out: the prior's ``kappa`` (:class:`SweepSettings`, grid 0.5 / 1 / 2) is chosen on
 the other three sources (criterion of bench/forecast.py: max + mean over (cut, source) of log(median
 error / flat's)), then the held-out source is scored. Nothing else is tuned.
@@ -31,8 +37,11 @@ split-conformal quantiles; linear or log-horizon growth, movement and trend weig
 even out coverage across horizon buckets and the training sources) is fitted on the other three
 sources and the held-out source's coverage is reported per horizon bucket (C / last fitted
 compute: 1-2x, 2-4x, 4-10x, 10-30x); the sweep forecast's on both sibling settings together, at
-the library's ``kappa``. Also shown: the single-curve calibration shipped before (fitted on all
-sources, so in-sample) and its linear form fitted leave-one-source-out. The "shipped" lines are
+the library's ``kappa``. The single-curve calibration is fitted with and without the
+own-error term (``IntervalCalibration.own_weight``: the error the forecast's own blend made in
+its rolling-origin validation), the sweep forecast's with it in its grid. Also shown: the
+single-curve calibration shipped before (fitted on all sources, so in-sample) and its linear
+form fitted leave-one-source-out. The "shipped" lines are
 the same fits on all four sources.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/forecast_sweep.py [--paper-cache FILE]``.
@@ -60,9 +69,11 @@ from forecast import REAL, SHORT, SOURCES, RealCurve, load_real
 from scalerl.harness.analysis.calibration import (
     CHECK_LEVELS,
     HORIZON_EDGES,
+    OBJECTIVES,
     bucket_label,
     coverage_table,
     fit_calibration,
+    fit_calibrations,
 )
 from scalerl.harness.analysis.forecaster import IntervalCalibration, PointForecast, point_forecast_many
 from scalerl.harness.analysis.hierarchical import (
@@ -84,7 +95,10 @@ SWEEP_GRID: dict[str, Sequence[float]] = {
     "horizon_slopes": (0.0,),
     "trend_weights": (0.0,),
     "sibling_weights": (0.0, 0.5, 1.0, 2.0),
+    "own_weights": (0.0, 0.5, 1.0, 2.0),
 }
+# The forecast's own validation error as a term of the single-curve calibration (0 = without it).
+OWN_WEIGHTS = (0.0, 0.5, 1.0, 2.0)
 # The calibration forecast_curve shipped before this bench (bench/forecast.py, all sources).
 OLD_CALIBRATION = IntervalCalibration(
     levels=(0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98),
@@ -196,6 +210,49 @@ def choose_kappa(
     return min(KAPPAS, key=loss)
 
 
+def loo_smooth(y: np.ndarray, k: int) -> np.ndarray:
+    """Each point's estimate from its k neighbours on either side, itself left out."""
+    out = np.empty(y.size)
+    for t in range(y.size):
+        nb = np.r_[y[max(0, t - k) : t], y[t + 1 : t + k + 1]]
+        out[t] = nb.mean() if nb.size else math.nan
+    return out
+
+
+def hindsight(
+    curves: Sequence[RealCurve], point: Sequence[Case]
+) -> dict[str, dict[tuple[int, float], float]]:
+    """Held-out MAE of two forecasts that saw the future (not methods: bounds on what a forecast
+    can reach, since the held-out points are noisy). ``whole-curve fit``: forecast_curve's
+    ensemble fitted on the whole curve, held-out part included; ``neighbours``: each held-out
+    point predicted by the mean of its 5 neighbours on either side (itself left out)."""
+    full = point_forecast_many([(curves[c.i].x, curves[c.i].y) for c in point], [c.x_test for c in point])
+    fit = {(c.i, c.cut): mae(p, c) for c, p in zip(point, full, strict=True)}
+    nb = {
+        (c.i, c.cut): float(np.nanmean(np.abs(loo_smooth(curves[c.i].y, 5)[c.y.size :] - c.y_test)))
+        for c in point
+    }
+    return {"hindsight: whole-curve fit": fit, "hindsight: 5 neighbours each side": nb}
+
+
+def inner_gaps(
+    pfs: Sequence[PointForecast], cs: Sequence[Case], srcs: Sequence[str], **grid: Sequence[float]
+) -> dict[str, float]:
+    """Per objective: the mean |coverage - level| over the cells (level x bucket, >= 3 forecasts)
+    of each of these sources held out in turn from a calibration fitted on the others."""
+    gaps: dict[str, list[float]] = {o: [] for o in OBJECTIVES}
+    for held in sorted(set(srcs)):
+        tr = [k for k, s in enumerate(srcs) if s != held]
+        te = [k for k, s in enumerate(srcs) if s == held]
+        cals = fit_calibrations(
+            [pfs[k] for k in tr], [cs[k].y_test for k in tr], groups=[srcs[k] for k in tr], **grid
+        )
+        for o, cal in cals.items():
+            cells = coverage_table([pfs[k] for k in te], [cs[k].y_test for k in te], cal)
+            gaps[o] += [abs(c.coverage - c.level) for c in cells if c.bucket != "all" and c.forecasts >= 3]
+    return {o: float(np.mean(g)) for o, g in gaps.items()}
+
+
 def coverage_block(
     title: str,
     pfs: Sequence[PointForecast],
@@ -203,26 +260,41 @@ def coverage_block(
     curves: Sequence[RealCurve],
     fixed: IntervalCalibration | None = None,
     fit_on: tuple[Sequence[PointForecast], Sequence[Case]] | None = None,
+    nested: bool = False,
     **grid: Sequence[float],
-) -> None:
+) -> dict[str, str]:
     """Held-out coverage per source and horizon bucket of ``pfs``: the calibration is fitted on
-    the other three sources of ``fit_on`` (default: ``pfs`` itself), or ``fixed`` for all."""
+    the other three sources of ``fit_on`` (default: ``pfs`` itself), or ``fixed`` for all. With
+    ``nested`` the fit's objective is itself chosen on the other three sources (the least
+    :func:`inner_gap`; ties: ``worst``, the one used before); returns the objective per source."""
     fit_pfs, fit_cs = fit_on if fit_on is not None else (pfs, cs)
     fit_srcs = [curves[c.i].source for c in fit_cs]
     srcs = [curves[c.i].source for c in cs]
     rows = []
+    chosen: dict[str, str] = {}
     for src in SOURCES:
         tr = [k for k, s in enumerate(fit_srcs) if s != src]
         te = [k for k, s in enumerate(srcs) if s == src]
+        objective = "worst"
+        if nested and fixed is None:
+            inner = inner_gaps(
+                [fit_pfs[k] for k in tr], [fit_cs[k] for k in tr], [fit_srcs[k] for k in tr], **grid
+            )
+            objective = min(OBJECTIVES, key=lambda o: (inner[o], o != "worst"))
+        chosen[src] = objective
         cal = fixed or fit_calibration(
-            [fit_pfs[k] for k in tr], [fit_cs[k].y_test for k in tr], groups=[fit_srcs[k] for k in tr], **grid
+            [fit_pfs[k] for k in tr],
+            [fit_cs[k].y_test for k in tr],
+            groups=[fit_srcs[k] for k in tr],
+            objective=objective,  # type: ignore[arg-type]
+            **grid,
         )
         cells = coverage_table([pfs[k] for k in te], [cs[k].y_test for k in te], cal)
         rows.append((src, cal, cells))
     nb = len(HORIZON_EDGES) - 1
     print(f"\n### {title}: held-out coverage, 50 / 80 / 90% (forecasts in the cell)\n")
     print(
-        "| held out | calibration (linear slope h, log slope g, move m, trend t, siblings v, q90) | "
+        "| held out | calibration (linear slope h, log slope g, move m, trend t, siblings v, own o, q90) | "
         + " | ".join(bucket_label(b) for b in range(nb))
         + " | all |"
     )
@@ -238,9 +310,10 @@ def coverage_block(
             row.append(" / ".join(fmt(100 * got[lv].coverage, 0) for lv in CHECK_LEVELS) + f" ({n})")
         print(
             f"| {SHORT[src]} | h={cal.horizon_slope:g}, g={cal.log_horizon_slope:g}, "
-            f"m={cal.move_weight:g}, t={cal.trend_weight:g}, v={cal.sibling_weight:g}, "
-            f"q90={cal.quantile(0.9):.2f} | " + " | ".join(row) + " |"
+            f"m={cal.move_weight:g}, t={cal.trend_weight:g}, v={cal.sibling_weight:g}, o={cal.own_weight:g}, "
+            f"q90={cal.quantile(0.9):.2f}{', ' + chosen[src] if nested else ''} | " + " | ".join(row) + " |"
         )
+    return chosen
 
 
 def main() -> None:
@@ -344,6 +417,22 @@ def main() -> None:
                 cells.append(fmt(median_by(rows[name], curves, s, cut) / best, 2))
             print(f"| {int(100 * cut)}% | {name} | " + " | ".join(cells) + " |")
 
+    bound = hindsight(curves, point)
+    print(
+        "\n### What a forecast that saw the future reaches: ratio to the better baseline (not "
+        "methods; a cell above 0.85 means the issue's target is out of reach there)\n"
+    )
+    print("| cut | hindsight | " + " | ".join(SHORT[s] for s in SOURCES) + " |")
+    print("|---|---|" + "---|" * len(SOURCES))
+    for cut in CUTS:
+        for name, errs in bound.items():
+            cells = []
+            for s in SOURCES:
+                best = min(median_by(rows[b], curves, s, cut) for b in base_names)
+                med = median_by(errs, curves, s, cut)
+                cells.append(f"{fmt(med)} ({fmt(med / best, 2)})")
+            print(f"| {int(100 * cut)}% | {name} | " + " | ".join(cells) + " |")
+
     coverage_block(
         "single, before: the calibration shipped until now (fitted on all sources, linear horizon)",
         single,
@@ -361,7 +450,22 @@ def main() -> None:
         trend_weights=(0.0,),
         horizon_slopes=(0.0, 0.5, 1.0, 2.0),
     )
-    coverage_block("single (forecast_curve), this calibration, leave-one-source-out", single, cs, curves)
+    coverage_block(
+        "single (forecast_curve), the calibration until now (worst-gap objective, no own-error term), "
+        "leave-one-source-out",
+        single,
+        cs,
+        curves,
+    )
+    coverage_block(
+        "single (forecast_curve), own-error term in the grid and the objective chosen on the other "
+        "three sources (nested), leave-one-source-out",
+        single,
+        cs,
+        curves,
+        nested=True,
+        own_weights=OWN_WEIGHTS,
+    )
     # The sweep forecast's intervals: only forecasts that used a prior (the rest are single-curve
     # forecasts with the single-curve calibration); fitted on both sibling settings together.
     both_pfs: list[PointForecast] = []
@@ -372,24 +476,39 @@ def main() -> None:
         used[mode] = ([sweep[(mode, SHIPPED_KAPPA)][k] for k in keep], [cs[k] for k in keep])
         both_pfs += used[mode][0]
         both_cs += used[mode][1]
-    for mode, label in (("same", "same stage"), ("finished", "finished siblings")):
-        coverage_block(
-            f"sweep forecast ({label}, kappa {SHIPPED_KAPPA:g}), calibration fitted on both "
-            "settings, leave-one-source-out",
-            used[mode][0],
-            used[mode][1],
-            curves,
-            fit_on=(both_pfs, both_cs),
-            **SWEEP_GRID,
-        )
+    before_grid = {k: v for k, v in SWEEP_GRID.items() if k != "own_weights"}
+    for nested, how, grid in (
+        (False, "the calibration until now (worst-gap objective, no own-error term)", before_grid),
+        (True, "own-error term in the grid, objective chosen on the other three sources", SWEEP_GRID),
+    ):
+        for mode, label in (("same", "same stage"), ("finished", "finished siblings")):
+            coverage_block(
+                f"sweep forecast ({label}, kappa {SHIPPED_KAPPA:g}), {how}; fitted on both sibling "
+                "settings, leave-one-source-out",
+                used[mode][0],
+                used[mode][1],
+                curves,
+                fit_on=(both_pfs, both_cs),
+                nested=nested,
+                **grid,
+            )
     srcs = [curves[c.i].source for c in cs]
-    for title, pfs, pcs, grid in (("single", single, cs, {}), ("sweep", both_pfs, both_cs, SWEEP_GRID)):
-        cal = fit_calibration(pfs, [c.y_test for c in pcs], groups=[curves[c.i].source for c in pcs], **grid)
+    for title, pfs, pcs, grid in (
+        ("single", single, cs, {"own_weights": OWN_WEIGHTS}),
+        ("sweep", both_pfs, both_cs, SWEEP_GRID),
+    ):
+        psrc = [curves[c.i].source for c in pcs]
+        gaps = inner_gaps(pfs, pcs, psrc, **grid)
+        objective = min(OBJECTIVES, key=lambda o: (gaps[o], o != "worst"))
+        cal = fit_calibration(pfs, [c.y_test for c in pcs], groups=psrc, objective=objective, **grid)
         print(
-            f"\nshipped ({title}, fitted on all four sources): IntervalCalibration(levels={cal.levels}, "
+            f"\nfitted on all four sources ({title}), objective {objective} (mean inner gap "
+            + ", ".join(f"{o} {g:.3f}" for o, g in gaps.items())
+            + f"): IntervalCalibration(levels={cal.levels}, "
             f"quantiles={tuple(round(q, 3) for q in cal.quantiles)}, horizon_slope={cal.horizon_slope}, "
             f"spread_weight=1.0, log_horizon_slope={cal.log_horizon_slope}, move_weight={cal.move_weight}, "
-            f"trend_weight={cal.trend_weight}, sibling_weight={cal.sibling_weight})"
+            f"trend_weight={cal.trend_weight}, sibling_weight={cal.sibling_weight}, "
+            f"own_weight={cal.own_weight})"
         )
     del srcs
     kap = {

@@ -49,17 +49,29 @@ until 2026-11-26 used the library's, fitted on all four sources): for each held-
 single-curve and sweep interval calibrations are fitted on the other three sources' curves
 (:func:`loso_calibrations`, the fits of ``bench/forecast_sweep.py``), and every forecast pruner
 scored on that source, or trained without it, uses them. It scores ``ForecastPruner(rule="beat")``
-(prune when P(beat the best COMPLETE trial's observed value) < ``p``; sweep forecasts from the
-other trials) on the grid ``p`` 0.02 / 0.05 / 0.1 / 0.2 x ``min_points`` 5 / 8 (inflection
-margin 2, ``interval_steps`` as above), only the settings that pass the synthetic guard. For each
+(prune when P(beat the best COMPLETE trial's observed value, less ``margin_noise`` x the sweep's
+noise) < ``p``; sweep forecasts from the other trials) on the grid ``p`` 0.02 / 0.05 / 0.1 / 0.2 x
+``margin_noise`` 0 / 1 / 2 with ``min_points`` 5 (until 2026-11-26 09:50 UTC: ``min_points`` 5 / 8
+without a margin; inflection margin 2, ``interval_steps`` as above), only the settings that pass
+the synthetic guard. For each
 source, the setting chosen on the other three (random order, ``--select-seeds`` seeds; criterion
 fixed before any held-out score was seen: the least compute with the same best as no pruning in
 >= 95% of the training runs, ties by regret; else the highest same-best share) is scored on it
-with ``--seeds`` seeds and both samplers, next to Median (defaults), Hyperband and the bound
-rule's defaults (with the same held-out calibrations). "best pruned" = the share of runs that
+with ``--seeds`` seeds and both samplers, next to Median (defaults), Hyperband, the bound
+rule's defaults (with the same held-out calibrations) and the same criterion's choice among the
+settings without a margin. "best pruned" = the share of runs that
 pruned the pool's best curve; the last lines check issue 24's item-4 targets. ``--reliability``
 checks P(beat) against outcomes (:func:`reliability`): every prefix the beat rule would decide on,
 with every other curve of the pool as a COMPLETE trial, each source with its held-out calibrations.
+
+``--ties`` (no forecasts, seconds): how much of "best pruned" is noise. Per pool, the best and
+runner-up finals (the bench's own finals) against the per-point noise sd of the curves' later
+halves (``late_noise``; pooled = the median over the pool's curves, as ``margin_noise`` uses, or
+the two curves' own); the share of pools and of random-order searches where the gap is under 1
+and 2 sds. Then :class:`HindsightOracle` through the same replay: it knows every curve's smoothed
+final (the mean of its last 5 points, or the whole-curve forecast at ``T``) and prunes a trial at
+its 5th report iff that is below the incumbent's observed final (less 0 / 1 / 2 pooled sds), next
+to Median and Hyperband: the "best pruned" share no forecaster can beat without a margin.
 
 Per run (pool x sampler x seed x pruner): compute = sum over trials of the last step each
 reported (training to step s costs s; a cache hit costs 0); found = the true final value of the
@@ -70,7 +82,7 @@ pool's worst final value). Tables average over runs; compute is also given as th
 pruning (mean over runs of the per-run ratio).
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/search.py [--seeds 5]``, or ``... --loso --jobs 2``,
-or ``... --beat --jobs 2``;
+or ``... --beat --jobs 2``, or ``... --ties``;
 prints markdown (bench/README.md, section "Search").
 """
 
@@ -106,7 +118,7 @@ from scalerl.harness.analysis.calibration import fit_calibration
 from scalerl.harness.analysis.curve import SigmoidFit, sigmoid_curve
 from scalerl.harness.analysis.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.forecaster import (
-    DEFAULT_CALIBRATION,
+    LINEAR_CALIBRATION,
     IntervalCalibration,
     PointForecast,
     point_forecast_many,
@@ -121,6 +133,7 @@ from scalerl.harness.analysis.hierarchical import (
     sweep_priors,
 )
 from scalerl.harness.optuna import ForecastPruner
+from scalerl.harness.optuna.pruner import late_noise
 
 FINAL_POINTS = 3
 BUDGET_SHARES = (0.25, 0.5)
@@ -344,11 +357,11 @@ BASELINES = ("none", "Median (defaults)", "Hyperband")
 class Calibrations:
     """The interval calibrations a forecast pruner gets: single-curve and sweep forecasts."""
 
-    single: IntervalCalibration = DEFAULT_CALIBRATION
+    single: IntervalCalibration = LINEAR_CALIBRATION
     sweep: IntervalCalibration = SWEEP_CALIBRATION
 
 
-SHIPPED = Calibrations()  # the library's, fitted on all four sources
+SHIPPED = Calibrations()  # the pruner's defaults, fitted on all four sources
 
 
 @dataclass(frozen=True)
@@ -385,16 +398,18 @@ class Setting:
 
 @dataclass(frozen=True)
 class BeatSetting:
-    """One configuration of the beat rule (--beat): prune when P(beat the incumbent) < ``p``."""
+    """One configuration of the beat rule (--beat): prune when P(beat the incumbent less
+    ``margin_noise`` noise sds) < ``p``."""
 
     p: float
     min_points: int
     margin: float = 2.0
     cal: Calibrations = SHIPPED
+    margin_noise: float = 0.0
 
     @property
     def label(self) -> str:
-        return f"beat p<{self.p:g} x{self.margin:g} {self.min_points}pt"
+        return f"beat p<{self.p:g} x{self.margin:g} {self.min_points}pt -{self.margin_noise:g}sd"
 
     def factory(self) -> PrunerFactory:
         def make(pool: Pool) -> optuna.pruners.BasePruner:
@@ -405,6 +420,7 @@ class BeatSetting:
                 interval_steps=max(1, pool.points // BEAT_REPORTS),
                 inflection_margin=self.margin,
                 min_points=self.min_points,
+                margin_noise=self.margin_noise,
                 calibration=self.cal.single,
                 sweep_calibration=self.cal.sweep,
             )
@@ -751,7 +767,11 @@ def loso(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
 
 BEAT_REPORTS = 50  # re-forecast every points // BEAT_REPORTS reports, as the bound rule
 BEAT_PS = (0.02, 0.05, 0.1, 0.2)
-BEAT_POINTS = (5, 8)
+# min_points 8 was dropped when margin_noise joined the grid (2026-11-26), to keep the run under
+# ~45 min on 2 cores: with 8 points no fold chose it, and each 8-point setting spent more compute
+# than its 5-point twin at the same or a lower same-best share.
+BEAT_POINTS = (5,)
+BEAT_MARGINS = (0.0, 1.0, 2.0)  # margin_noise: indifference margin, in the sweep's noise sds
 BEAT_FLOOR = 0.95  # selection: the same best as no pruning in >= 95% of the training runs
 BEAT_BASELINES = ("none", "Median (defaults)", "Hyperband")
 
@@ -813,7 +833,7 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
     t0 = time.perf_counter()
     cals = loso_calibrations(n_jobs)
     t_cal = time.perf_counter() - t0
-    grid = [BeatSetting(p, n) for p in BEAT_PS for n in BEAT_POINTS]
+    grid = [BeatSetting(p, n, margin_noise=m) for p in BEAT_PS for n in BEAT_POINTS for m in BEAT_MARGINS]
     with memoised():
         guarded = [g for g in grid if passes_guard(g)]
     # Selection: every pool with the grid under each calibration that treats it as training data.
@@ -839,10 +859,20 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
             rs = [r for r in sel if r.pruner == f"{held}|{g.label}"]
             train[(held, g)] = score(rs, base)
     chosen = {held: choose({g: train[(held, g)] for g in guarded}, BEAT_FLOOR) for held in SOURCES}
+    # The same criterion on the settings without a margin: the previous grid's choice, for comparison.
+    plain = {
+        held: choose({g: train[(held, g)] for g in guarded if g.margin_noise == 0}, BEAT_FLOOR)
+        for held in SOURCES
+    }
     del by_label
     # Held out: each source with its choice and its calibrations, next to the baselines.
     t2 = time.perf_counter()
-    names = [*BEAT_BASELINES[1:], "Forecast bound (defaults)", "Forecast beat (LOSO)"]
+    names = [
+        *BEAT_BASELINES[1:],
+        "Forecast bound (defaults)",
+        "Forecast beat (LOSO, margin 0)",
+        "Forecast beat (LOSO)",
+    ]
     jobs = []
     for pl in pools:
         cal = cals[pl.source]
@@ -851,7 +881,10 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
             (sm, sd, names[2], replace(OLD_DEFAULTS, cal=cal)) for sm in SAMPLERS for sd in range(seeds)
         ]
         tasks += [
-            (sm, sd, names[3], replace(chosen[pl.source], cal=cal)) for sm in SAMPLERS for sd in range(seeds)
+            (sm, sd, names[3], replace(plain[pl.source], cal=cal)) for sm in SAMPLERS for sd in range(seeds)
+        ]
+        tasks += [
+            (sm, sd, names[4], replace(chosen[pl.source], cal=cal)) for sm in SAMPLERS for sd in range(seeds)
         ]
         jobs.append((pl, tasks))
     held_runs = _run_all(jobs, n_jobs)
@@ -866,7 +899,10 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
         f"optuna {optuna.__version__}; LOSO calibrations {t_cal:.0f} s; selection ({len(guarded)} settings x "
         f"3 folds x {select_seeds} seeds, random order) {t_sel:.0f} s; held-out studies {t_held:.0f} s"
     )
-    print(f"\ngrid: p in {BEAT_PS} x min_points {BEAT_POINTS}, inflection margin 2; passing the synthetic ")
+    print(
+        f"\ngrid: p in {BEAT_PS} x min_points {BEAT_POINTS} x margin_noise {BEAT_MARGINS}, inflection "
+        "margin 2; passing the synthetic "
+    )
     print(f"guard (passes_guard): {', '.join(g.label for g in guarded) or 'none'}")
     print("\n### Calibrations fitted without the held-out source\n")
     print("| held out | single-curve forecast | sweep forecast |")
@@ -876,7 +912,8 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
         print(f"| {name} | {_cal_label(c.single)} | {_cal_label(c.sweep)} |")
     print(
         f"\n### Selection on the other three sources (random order, {select_seeds} seeds): compute vs none / "
-        f"same best / best pruned / regret; chosen: least compute with same best >= {BEAT_FLOOR:.0%}\n"
+        f"same best / best pruned / regret; chosen: least compute with same best >= {BEAT_FLOOR:.0%} "
+        "(**: any margin; *: margin 0 only)\n"
     )
     print("| setting | " + " | ".join(f"without {SHORT[h]}" for h in SOURCES) + " |")
     print("|---|" + "---|" * len(SOURCES))
@@ -884,7 +921,7 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
         cells = []
         for h in SOURCES:
             v = train[(h, g)]
-            mark = "**" if chosen[h] == g else ""
+            mark = "**" if chosen[h] == g else ("*" if plain[h] == g else "")
             cells.append(f"{mark}{v.ratio:.2f}x / {v.same:.0%} / {v.best_pruned:.0%} / {v.regret:.4f}{mark}")
         print(f"| {g.label} | " + " | ".join(cells) + " |")
     for sm in SAMPLERS:
@@ -903,11 +940,15 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
                     f"{sc_n.ratio:.2f}x / {sc_n.same:.0%} / {sc_n.best_pruned:.0%} / {sc_n.regret:.4f} / "
                     + " / ".join(f"{a:.4f}" for a in sc_n.at)
                 )
-            label = f"all {len(pools)} pools" if row is None else f"{SHORT[row]} ({chosen[row].label})"
+            label = (
+                f"all {len(pools)} pools"
+                if row is None
+                else f"{SHORT[row]} ({plain[row].label}; {chosen[row].label})"
+            )
             print(f"| {label} | {len([r for r in rs if r.pruner == 'none'])} | " + " | ".join(cells) + " |")
         rs = [r for r in held_runs if r.sampler == sm]
         sc = {n: score([r for r in rs if r.pruner == n], hbase) for n in names}
-        b, hb, med = sc[names[3]], sc["Hyperband"], sc["Median (defaults)"]
+        b, hb, med = sc[names[4]], sc["Hyperband"], sc["Median (defaults)"]
         print(
             f"\nitem-4 targets ({sm}, all pools): compute {b.ratio:.2f}x vs Hyperband {hb.ratio:.2f}x "
             f"({'met' if b.ratio <= hb.ratio else 'not met'}); "
@@ -915,6 +956,212 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
             f"({'met' if b.regret <= med.regret else 'not met'}); best pruned in {b.best_pruned:.1%} of "
             f"searches ({'met' if b.best_pruned <= 0.05 else 'not met'})"
         )
+
+
+# --- The noise floor of "best pruned": near-ties and a hindsight oracle (--ties) ----------------
+
+TIE_SDS = (1.0, 2.0)  # "not distinguishable": the best and runner-up finals within k noise sds
+ORACLE_POINTS = 5  # the oracle decides where the beat grid's rule first could: the 5th report
+ORACLE_SMOOTH = 5  # the "last-5 mean" oracle's smoothed final
+
+
+def pool_noise(pool: Pool) -> np.ndarray:
+    """Per curve: the per-point noise sd of its later half (``late_noise``, as ``margin_noise``)."""
+    return np.array([late_noise(c.values) for c in pool.curves])
+
+
+_FIT_FINALS: dict[str, np.ndarray] = {}
+
+
+def smoothed_finals(pool: Pool, how: str) -> np.ndarray:
+    """Each curve's final with its noise smoothed away, known in hindsight: the mean of its last
+    ``ORACLE_SMOOTH`` points (``"last5"``), or the whole-curve ensemble forecast at ``T``
+    (``"fit"``: ``point_forecast_many`` on all points; the last-5 mean where it has no sound one)."""
+    last = np.array([float(np.mean(c.values[-ORACLE_SMOOTH:])) for c in pool.curves])
+    if how == "last5":
+        return last
+    if pool.name not in _FIT_FINALS:
+        at = np.array([float(pool.target)])
+        pfs = point_forecast_many([(c.steps, c.values) for c in pool.curves], [at] * len(pool.curves))
+        fit = np.array([float(pf.value[0]) if pf.status == "ok" else np.nan for pf in pfs])
+        _FIT_FINALS[pool.name] = np.where(np.isfinite(fit), fit, last)
+    return _FIT_FINALS[pool.name]
+
+
+class HindsightOracle(optuna.pruners.BasePruner):
+    """Prunes a trial at its ``ORACLE_POINTS``-th report iff its smoothed final (known in hindsight,
+    :func:`smoothed_finals`) is below the best COMPLETE trial's observed value, less ``margin`` x
+    the median ``late_noise`` of the COMPLETE curves. Any forecaster decides with less than this;
+    so the best it can do on "best pruned" is this oracle's share. Trials run one at a time here,
+    so the incumbent cannot move while a trial runs: deciding once loses nothing."""
+
+    def __init__(self, smoothed: np.ndarray, noise: np.ndarray, margin: float = 0.0) -> None:
+        self.smoothed, self.noise, self.margin = smoothed, noise, margin
+
+    def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
+        if len(trial.intermediate_values) != ORACLE_POINTS:
+            return False
+        done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if not done:
+            return False
+        bar = max(float(t.value) for t in done if t.value is not None)
+        if self.margin > 0:
+            ids = sorted({int(t.params["curve"]) for t in done})
+            bar -= self.margin * float(np.median(self.noise[ids]))
+        return bool(self.smoothed[int(trial.params["curve"])] < bar)
+
+
+def _oracle(how: str, margin: float = 0.0) -> PrunerFactory:
+    return lambda p: HindsightOracle(smoothed_finals(p, how), pool_noise(p), margin)
+
+
+TIE_PRUNERS: dict[str, PrunerFactory] = {
+    "none": PRUNERS["none"],
+    "Median (defaults)": PRUNERS["Median (defaults)"],
+    "Hyperband": PRUNERS["Hyperband"],
+    "oracle, last-5 mean": _oracle("last5"),
+    "oracle, whole-curve fit": _oracle("fit"),
+    "oracle, last-5 mean, margin 1 sd": _oracle("last5", 1.0),
+    "oracle, last-5 mean, margin 2 sd": _oracle("last5", 2.0),
+}
+
+
+def _tie_runs(job: tuple[Pool, int]) -> list[Run]:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    pool, seeds = job
+    return [
+        run_study(pool, sm, sd, name, f)
+        for sm in SAMPLERS
+        for sd in range(seeds)
+        for name, f in TIE_PRUNERS.items()
+    ]
+
+
+@dataclass(frozen=True)
+class Tie:
+    """The pool's best and runner-up finals (the bench's definition: mean of the last 3 points)."""
+
+    pool: Pool
+    best: int
+    runner_up: int
+    noise: np.ndarray  # per curve, late_noise
+
+    @property
+    def gap(self) -> float:
+        f = self.pool.finals
+        return float(f[self.best] - f[self.runner_up])
+
+    @property
+    def pooled(self) -> float:  # the sweep's noise: median over the pool's curves (margin_noise's)
+        return float(np.nanmedian(self.noise))
+
+    @property
+    def pair(self) -> float:  # the two curves' own: root mean square of their noise sds
+        return float(np.sqrt((self.noise[self.best] ** 2 + self.noise[self.runner_up] ** 2) / 2))
+
+    def within(self, k: float) -> int:
+        """Curves other than the best whose final is within ``k`` pooled noise sds of the best's."""
+        f = self.pool.finals
+        return int(np.sum(f[self.best] - f <= k * self.pooled)) - 1
+
+
+def tie_of(pool: Pool) -> Tie:
+    order = np.argsort(-pool.finals, kind="stable")
+    return Tie(pool, int(order[0]), int(order[1]), pool_noise(pool))
+
+
+def _tie_first(run: Run, tie: Tie, k: float) -> bool:
+    """In a no-pruning random-order run: a curve within ``k`` pooled sds of the best completed
+    before the best (the state where noise alone can decide against the best)."""
+    f = tie.pool.finals
+    best = float(f[tie.best])
+    near = {float(v) for i, v in enumerate(f) if i != tie.best and best - v <= k * tie.pooled}
+    for _, v in run.trajectory:
+        if abs(v - best) < 1e-12:
+            return False
+        if v in near:
+            return True
+    return False
+
+
+def ties(pools: Sequence[Pool], seeds: int, n_jobs: int) -> None:
+    """How much of "best pruned" is noise: near-ties between the best and runner-up, and a
+    hindsight oracle pruner through the same replay (see the module docstring)."""
+    t0 = time.perf_counter()
+    tie = {pl.name: tie_of(pl) for pl in pools}
+    jobs = [(pl, seeds) for pl in pools]
+    if n_jobs <= 1:
+        runs = [r for job in jobs for r in _tie_runs(job)]
+    else:
+        with ProcessPoolExecutor(n_jobs) as ex:
+            runs = [r for rs in ex.map(_tie_runs, jobs) for r in rs]
+    base = {(r.pool, r.sampler, r.seed): r for r in runs if r.pruner == "none"}
+    print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {time.perf_counter() - t0:.0f} s")
+    cpu = platform.processor() or platform.machine()
+    print(f"machine: {platform.platform()}, {cpu}, {os.cpu_count()} cores")
+    print(f"command: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python {' '.join(sys.argv)}")
+    print(
+        f"optuna {optuna.__version__}; {seeds} seeds x {len(SAMPLERS)} samplers x {len(TIE_PRUNERS)} pruners"
+    )
+    print(
+        "\n### Best vs runner-up (finals = mean of the last 3 points; noise sd = per-point, late half: "
+        "pooled = median over the pool's curves, pair = rms of the two curves')\n"
+    )
+    print(
+        "| pool | curves | best | runner-up | gap | pooled sd | gap / pooled sd | pair sd | "
+        "gap / pair sd | within 1 / 2 sd |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for pl in pools:
+        t = tie[pl.name]
+        f = pl.finals
+        print(
+            f"| {pl.name} | {len(pl.curves)} | {f[t.best]:.4f} | {f[t.runner_up]:.4f} | {t.gap:.4f} | "
+            f"{t.pooled:.4f} | {t.gap / t.pooled:.2f} | {t.pair:.4f} | {t.gap / t.pair:.2f} | "
+            f"{t.within(1.0)} / {t.within(2.0)} |"
+        )
+    rand = [r for r in runs if r.sampler == "random order" and r.pruner == "none"]
+    print(
+        "\n### Share where the best is not distinguishable from the runner-up (gap < k sd); searches: "
+        "the random-order runs, each run counted once as in the bench (so the same as pools); "
+        "'tie first': a curve within k pooled sd of the best completed before it\n"
+    )
+    head = " | ".join(f"gap < {k:g} pooled sd | < {k:g} pair sd | tie first (k={k:g})" for k in TIE_SDS)
+    print(f"| source | pools | searches | {head} |")
+    print("|---|---|---|" + "---|---|---|" * len(TIE_SDS))
+    for src in (*SOURCES, None):
+        ps = [pl for pl in pools if src is None or pl.source == src]
+        rs = [r for r in rand if src is None or r.source == src]
+        cells = []
+        for k in TIE_SDS:
+            by_pool = np.mean([tie[r.pool].gap < k * tie[r.pool].pooled for r in rs])
+            by_pair = np.mean([tie[r.pool].gap < k * tie[r.pool].pair for r in rs])
+            first = np.mean([_tie_first(r, tie[r.pool], k) for r in rs])
+            n_pool = sum(tie[p.name].gap < k * tie[p.name].pooled for p in ps)
+            n_pair = sum(tie[p.name].gap < k * tie[p.name].pair for p in ps)
+            cells.append(f"{n_pool} ({by_pool:.0%}) | {n_pair} ({by_pair:.0%}) | {first:.0%}")
+        name = f"all {len(pools)} pools" if src is None else SHORT[src]
+        print(f"| {name} | {len(ps)} | {len(rs)} | " + " | ".join(cells) + " |")
+    names = [n for n in TIE_PRUNERS if n != "none"]
+    for sm in SAMPLERS:
+        print(
+            f"\n### {sm}: the hindsight oracle through the replay (compute vs none / same best as none / "
+            "best pruned / regret / regret @ 25% / regret @ 50%)\n"
+        )
+        print("| source | runs | " + " | ".join(names) + " |")
+        print("|" + "---|" * (2 + len(names)))
+        for src in (*SOURCES, None):
+            rs = [r for r in runs if r.sampler == sm and (src is None or r.source == src)]
+            cells = []
+            for n in names:
+                sc = score([r for r in rs if r.pruner == n], base)
+                cells.append(
+                    f"{sc.ratio:.2f}x / {sc.same:.0%} / {sc.best_pruned:.0%} / {sc.regret:.4f} / "
+                    + " / ".join(f"{a:.4f}" for a in sc.at)
+                )
+            name = f"all {len(pools)} pools" if src is None else SHORT[src]
+            print(f"| {name} | {len([r for r in rs if r.pruner == 'none'])} | " + " | ".join(cells) + " |")
 
 
 RELIABILITY_BINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -990,6 +1237,7 @@ def main() -> None:
     ap.add_argument("--select-seeds", type=int, default=3, help="--loso: seeds for the selection grid")
     ap.add_argument("--beat", action="store_true", help="score the beat rule leave-one-source-out")
     ap.add_argument("--reliability", action="store_true", help="check P(beat) against outcomes")
+    ap.add_argument("--ties", action="store_true", help="near-ties of the best, and a hindsight oracle")
     ap.add_argument("--jobs", type=int, default=1, help="--loso/--beat: processes (one pool at a time each)")
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -1003,6 +1251,9 @@ def main() -> None:
         return
     if args.reliability:
         reliability(pools, args.jobs)
+        return
+    if args.ties:
+        ties(pools, args.seeds, args.jobs)
         return
     t0 = time.perf_counter()
     runs = [

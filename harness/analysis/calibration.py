@@ -6,9 +6,14 @@ own movement, by two constants this module chooses. :func:`fit_calibration` take
 point forecasts with the observations they should have covered and returns the
 :class:`.forecaster.IntervalCalibration`: for every candidate (log-horizon slope, movement
 weight) the quantiles of ``|error| / u`` (every forecast weighing the same), then the candidate
-whose coverage is most even across horizon buckets and groups (sources): the worst
+whose coverage is most even across horizon buckets and groups (sources): by default the worst
 ``|coverage - level|`` over levels x buckets x groups is the criterion, so a calibration cannot
-trade an under-covered long horizon or source for an over-covered one.
+trade an under-covered long horizon or source for an over-covered one. One group unlike the
+rest (on the real curves, verl's train reward, still at 0.01 when a forecast is made and at 0.5
+later) then steers everything: no candidate covers it, and the widest one over-covers every
+other group. The ``trimmed`` objectives leave out the group with the largest worst gap, and
+``mean`` averages the gaps; :func:`fit_calibrations` fits every objective in one pass, so a
+bench can choose the objective on sources it does not score (``bench/forecast_sweep.py``).
 
 Fit it on curves other than those it is scored on: ``bench/forecast_sweep.py`` fits it with one
 source left out and scores that source (bench/README.md, "Forecasts from the whole sweep").
@@ -20,11 +25,17 @@ import itertools
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
 from scalerl.harness.analysis.curve import FloatArray
-from scalerl.harness.analysis.forecaster import CALIBRATED_LEVELS, IntervalCalibration, PointForecast
+from scalerl.harness.analysis.forecaster import (
+    CALIBRATED_LEVELS,
+    IntervalCalibration,
+    PointForecast,
+    UnitTerms,
+)
 from scalerl.harness.errors import ConfigError
 
 # Compute-ratio buckets (C / the last fitted compute) in which coverage is checked: 1-2x, 2-4x,
@@ -36,6 +47,12 @@ MOVE_WEIGHTS = (0.0, 0.5, 1.0)
 TREND_WEIGHTS = (0.0, 1.0)
 HORIZON_SLOPES = (0.0, 0.5, 1.0)
 _MIN_CELL = 3  # a (bucket, group) cell with fewer forecasts does not steer the choice
+# How a candidate's coverage gaps (|coverage - level| per level x bucket x group) become its
+# score: the worst gap, the mean gap, or either with the group whose worst gap is largest left
+# out ("trimmed": one training source unlike the rest, whose errors no candidate covers, would
+# otherwise widen every other source's intervals to no avail).
+Objective = Literal["worst", "mean", "trimmed-worst", "trimmed-mean"]
+OBJECTIVES: tuple[Objective, ...] = ("worst", "mean", "trimmed-worst", "trimmed-mean")
 
 
 def bucket_label(k: int) -> str:
@@ -94,8 +111,8 @@ def _flatten(
     return flat, used, names
 
 
-def _units(pfs: Sequence[PointForecast], used: Sequence[int], cal: IntervalCalibration) -> FloatArray:
-    return np.concatenate([pfs[i].unit(cal) for i in used])
+def _terms(pfs: Sequence[PointForecast], used: Sequence[int]) -> UnitTerms:
+    return UnitTerms.concat([pfs[i].terms() for i in used])
 
 
 def _quantiles(scores: FloatArray, weight: FloatArray) -> tuple[float, ...]:
@@ -128,20 +145,65 @@ def fit_calibration(
     trend_weights: Sequence[float] = TREND_WEIGHTS,
     horizon_slopes: Sequence[float] = HORIZON_SLOPES,
     sibling_weights: Sequence[float] = (0.0,),
+    own_weights: Sequence[float] = (0.0,),
     spread_weight: float = 1.0,
+    objective: Objective = "worst",
 ) -> IntervalCalibration:
     """The calibration for these backtested forecasts (see the module docstring).
 
     ``actual[i]`` holds the observations at ``pfs[i].at``; ``groups[i]`` (e.g. the source) is the
     group whose coverage must hold on its own. The candidates are every combination of
     ``log_slopes`` x ``move_weights`` x ``trend_weights`` x ``horizon_slopes`` (the linear
-    horizon slope of the earlier calibration) x ``sibling_weights`` (for sweep forecasts).
-    Raises ConfigError when nothing is usable.
+    horizon slope of the earlier calibration) x ``sibling_weights`` (for sweep forecasts) x
+    ``own_weights`` (the forecast's own validation error); ``objective`` (:data:`OBJECTIVES`)
+    scores each candidate's coverage gaps. Raises ConfigError when nothing is usable.
     """
+    return fit_calibrations(
+        pfs,
+        actual,
+        groups=groups,
+        log_slopes=log_slopes,
+        move_weights=move_weights,
+        trend_weights=trend_weights,
+        horizon_slopes=horizon_slopes,
+        sibling_weights=sibling_weights,
+        own_weights=own_weights,
+        spread_weight=spread_weight,
+        objectives=(objective,),
+    )[objective]
+
+
+def fit_calibrations(
+    pfs: Sequence[PointForecast],
+    actual: Sequence[FloatArray],
+    *,
+    groups: Sequence[Hashable] | None = None,
+    log_slopes: Sequence[float] = LOG_SLOPES,
+    move_weights: Sequence[float] = MOVE_WEIGHTS,
+    trend_weights: Sequence[float] = TREND_WEIGHTS,
+    horizon_slopes: Sequence[float] = HORIZON_SLOPES,
+    sibling_weights: Sequence[float] = (0.0,),
+    own_weights: Sequence[float] = (0.0,),
+    spread_weight: float = 1.0,
+    objectives: Sequence[Objective] = OBJECTIVES,
+) -> dict[Objective, IntervalCalibration]:
+    """:func:`fit_calibration` under several objectives at once (one pass over the candidates):
+    the best calibration per objective."""
+    for objective in objectives:
+        if objective not in OBJECTIVES:
+            raise ConfigError(
+                "unknown calibration objective",
+                field="objective",
+                value=objective,
+                fix=f"use one of {OBJECTIVES}",
+            )
     flat, used, _ = _flatten(pfs, actual, groups)
-    best: tuple[float, IntervalCalibration] | None = None
-    grid = itertools.product(log_slopes, move_weights, trend_weights, horizon_slopes, sibling_weights)
-    for g, m, t, h, v in grid:
+    terms = _terms(pfs, used)
+    best: dict[Objective, tuple[float, IntervalCalibration]] = {}
+    grid = itertools.product(
+        log_slopes, move_weights, trend_weights, horizon_slopes, sibling_weights, own_weights
+    )
+    for g, m, t, h, v, o in grid:
         trial = IntervalCalibration(
             levels=CALIBRATED_LEVELS,
             quantiles=(1.0,) * len(CALIBRATED_LEVELS),
@@ -151,18 +213,31 @@ def fit_calibration(
             move_weight=float(m),
             trend_weight=float(t),
             sibling_weight=float(v),
+            own_weight=float(o),
         )
-        scores = flat.err / _units(pfs, used, trial)
+        scores = flat.err / terms.for_calibration(trial)
         cal = replace(trial, quantiles=_quantiles(scores, flat.weight))
-        worst = 0.0
+        per_group: dict[int, list[float]] = {}
         for lv in CHECK_LEVELS:
-            for cov, n in _cells(flat, scores <= cal.quantile(lv)).values():
+            for (_, g_ix), (cov, n) in _cells(flat, scores <= cal.quantile(lv)).items():
                 if n >= _MIN_CELL:
-                    worst = max(worst, abs(cov - lv))
-        if best is None or worst < best[0] - 1e-12:
-            best = (worst, cal)
-    assert best is not None
-    return best[1]
+                    per_group.setdefault(g_ix, []).append(abs(cov - lv))
+        for objective in objectives:
+            crit = _criterion(per_group, objective)
+            if objective not in best or crit < best[objective][0] - 1e-12:
+                best[objective] = (crit, cal)
+    return {objective: found for objective, (_, found) in best.items()}
+
+
+def _criterion(per_group: dict[int, list[float]], objective: Objective) -> float:
+    """One candidate's score from its |coverage - level| gaps per group (see :data:`OBJECTIVES`)."""
+    groups = sorted(per_group.values(), key=max)
+    if objective.startswith("trimmed") and len(groups) > 1:
+        groups = groups[:-1]  # the group least like the rest (largest worst gap) does not steer
+    gaps = [g for grp in groups for g in grp]
+    if not gaps:
+        return 0.0
+    return max(gaps) if objective.endswith("worst") else float(np.mean(gaps))
 
 
 @dataclass(frozen=True)
@@ -188,7 +263,7 @@ def coverage_table(
     """Coverage per (group, horizon bucket, level), plus each group's row over all buckets
     (bucket ``"all"``)."""
     flat, used, names = _flatten(pfs, actual, groups)
-    scores = flat.err / _units(pfs, used, calibration)
+    scores = flat.err / _terms(pfs, used).for_calibration(calibration)
     out: list[CoverageCell] = []
     for lv in levels:
         inside = scores <= calibration.quantile(lv)

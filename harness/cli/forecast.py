@@ -108,6 +108,7 @@ def forecast_rows(
     ``scalerl forecast`` and ``scalerl fit`` so that both print the same numbers."""
     import numpy as np
 
+    from scalerl.harness.analysis.calibration import HORIZON_EDGES
     from scalerl.harness.analysis.forecaster import CurveForecast, forecast_curve, forecast_reach
     from scalerl.harness.analysis.hierarchical import forecast_with_siblings
     from scalerl.harness.analysis.uncertainty import pool
@@ -161,6 +162,9 @@ def forecast_rows(
                     "value": _clean(float(v)),
                     "lo": _clean(float(lo)),
                     "hi": _clean(float(hi)),
+                    # The intervals were checked on real curves up to this ratio; past it the
+                    # coverage is extrapolated (bench/README.md, "Forecasts from the whole sweep").
+                    "beyond_checked": bool(float(c) > HORIZON_EDGES[-1] * last),
                 }
                 for c, v, lo, hi in zip(where, fc.value, fc.lo, fc.hi, strict=True)
             ],
@@ -181,6 +185,8 @@ def forecast_rows(
 
 def print_rows(rows: Sequence[Mapping[str, Any]], axis: str, indent: str = "  ") -> None:
     """The text form of :func:`forecast_rows`: one header line per variant, one line per compute."""
+    from scalerl.harness.analysis.calibration import HORIZON_EDGES
+
     for row in rows:
         last_c = _num(row["last_compute"] or math.nan, ".4g")
         head = f"{row['variant']} ({row['runs']} run(s), {row['points']} points, last {axis} {last_c})"
@@ -193,7 +199,12 @@ def print_rows(rows: Sequence[Mapping[str, Any]], axis: str, indent: str = "  ")
         print(f"{indent}{head}")
         for f in row["forecasts"]:
             v, lo, hi = (math.nan if f[k] is None else f[k] for k in ("value", "lo", "hi"))
-            print(f"{indent}  at {f['compute']:.4g}: {_num(v)} [{_num(lo)}, {_num(hi)}]")
+            past = (
+                f" (past {HORIZON_EDGES[-1]:g}x the last compute: the interval was never checked that far)"
+                if f.get("beyond_checked")
+                else ""
+            )
+            print(f"{indent}  at {f['compute']:.4g}: {_num(v)} [{_num(lo)}, {_num(hi)}]{past}")
         if "reach" in row:
             r = row["reach"]
             c, lo, hi = (math.nan if r[k] is None else r[k] for k in ("compute", "lo", "hi"))

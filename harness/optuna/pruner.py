@@ -26,9 +26,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from scalerl.harness.analysis.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.forecaster import (
-    DEFAULT_CALIBRATION,
+    LINEAR_CALIBRATION,
     IntervalCalibration,
     PointForecast,
+    noise_scale,
     point_forecast_many,
     with_interval,
 )
@@ -92,6 +93,23 @@ def central_level(score: float, calibration: IntervalCalibration) -> float:
         return float(np.interp(score, (0.0, *qs), (0.0, *lv)))
     sigma = qs[-1] / NormalDist().inv_cdf((1.0 + lv[-1]) / 2.0)
     return max(lv[-1], math.erf(score / sigma / math.sqrt(2.0)))
+
+
+def late_noise(values: np.ndarray) -> float:
+    """Per-point noise sd of a curve's later half (:func:`.forecaster.noise_scale` of its last
+    ``size // 2`` finite values, at least 3; NaN with fewer): the part of the curve that decides
+    near-ties, without the climb's changing slope in the first differences."""
+    y = np.asarray(values, dtype=np.float64)
+    y = y[np.isfinite(y)]
+    tail = y[-max(3, y.size // 2) :]
+    return noise_scale(tail) if tail.size >= 3 else math.nan
+
+
+def sweep_noise(curves: Sequence[np.ndarray]) -> float:
+    """The median of :func:`late_noise` over ``curves`` (NaN where none has 3 values): the noise
+    scale ``margin_noise`` multiplies."""
+    scales = [s for s in (late_noise(y) for y in curves) if math.isfinite(s)]
+    return float(np.median(scales)) if scales else math.nan
 
 
 def beat_probability(value: float, unit: float, incumbent: float, calibration: IntervalCalibration) -> float:
@@ -170,7 +188,25 @@ class ForecastPruner(BasePruner):
     those training runs; 0.84-0.85x with the default 8), while 0.1 dropped the best in 21-44%.
     ``level``, ``quantile``, ``reference`` and ``edge`` belong to the bound rule.
 
-    ``calibration`` (default :data:`~scalerl.harness.analysis.forecaster.DEFAULT_CALIBRATION`)
+    ``margin_noise`` (beat rule only; default 0: the rule above) is an indifference margin: prune
+    when P(value at ``target`` > incumbent - delta) < ``min_probability``, delta =
+    ``margin_noise`` x the sweep's noise, the median over the COMPLETE trials of
+    :func:`late_noise` (per-point noise sd of each one's later half). A trial that can only tie
+    the incumbent within its noise is kept: the incumbent's observed value is itself one noisy
+    draw, and pruning a near-tie saves little regret. The median over the COMPLETE trials, not
+    the incumbent's own scale: one curve's estimate rests on a dozen differences, and the
+    incumbent is the trial whose last points came out highest, so its own noise is the least
+    representative; evaluation noise is shared by the sweep's trials (same benchmark, same
+    evaluation size). With no COMPLETE trial of 3 or more values, delta is 0. In
+    ``bench/search.py --beat`` (2026-11-26, margins 0 / 1 / 2 in the grid, same criterion) three
+    folds of four chose a 1-sd margin (p 0.05-0.1), the SPEED-RL fold p 0.2 with 2 sd; held out
+    that ran at 0.71x with the best pruned in 7% of searches and regret 0.0010, against 0.71x,
+    21% and 0.0041 without a margin. ``bench/search.py --ties`` shows why: in 9 of 14 pools the
+    best and runner-up finals are within 1 noise sd, and an oracle that knows every smoothed final
+    still prunes the nominal best in 10-19% of searches without a margin, none with 1 sd.
+
+    ``calibration`` (default :data:`~scalerl.harness.analysis.forecaster.LINEAR_CALIBRATION`, the
+    calibration its defaults were chosen with)
     gives every single-curve forecast its interval, ``sweep_calibration`` (default
     :data:`~scalerl.harness.analysis.hierarchical.SWEEP_CALIBRATION`) the sweep forecasts'; a
     benchmark passes calibrations fitted without the curves it scores.
@@ -197,7 +233,8 @@ class ForecastPruner(BasePruner):
         edge: Literal["hi", "value"] = "hi",
         rule: Rule = "bound",
         min_probability: float = 0.05,
-        calibration: IntervalCalibration = DEFAULT_CALIBRATION,
+        margin_noise: float = 0.0,
+        calibration: IntervalCalibration = LINEAR_CALIBRATION,
         sweep_calibration: IntervalCalibration = SWEEP_CALIBRATION,
     ) -> None:
         if not (math.isfinite(target) and target > 0):
@@ -209,6 +246,13 @@ class ForecastPruner(BasePruner):
         if not 0.0 < min_probability < 1.0:
             raise ConfigError(
                 "must be in (0, 1)", field="min_probability", value=min_probability, fix="use 0.05"
+            )
+        if not (math.isfinite(margin_noise) and margin_noise >= 0.0):
+            raise ConfigError(
+                "must be a finite number >= 0 (noise sds below the incumbent)",
+                field="margin_noise",
+                value=margin_noise,
+                fix="use 0 (no margin) or e.g. 1",
             )
         for name, cal in (("calibration", calibration), ("sweep_calibration", sweep_calibration)):
             if not isinstance(cal, IntervalCalibration):
@@ -259,6 +303,7 @@ class ForecastPruner(BasePruner):
         self.edge: Literal["hi", "value"] = edge
         self.rule: Rule = rule
         self.min_probability = float(min_probability)
+        self.margin_noise = float(margin_noise)
         self.calibration = calibration
         self.sweep_calibration = sweep_calibration
         self.sweep_settings: SweepSettings = DEFAULT_SWEEP
@@ -318,9 +363,9 @@ class ForecastPruner(BasePruner):
         return self._forecasts(study.study_name, [trial], minimize)[0]
 
     def probability(self, study: optuna.study.Study, trial: FrozenTrial) -> float:
-        """P(``trial`` beats the incumbent at ``target``) as ``rule="beat"`` computes it, warm-up
-        aside (NaN with no COMPLETE trial, no sound forecast, or not past the inflection when
-        ``require_inflection``; a pruner never prunes on NaN)."""
+        """P(``trial`` beats the incumbent at ``target``, less the ``margin_noise`` margin) as
+        ``rule="beat"`` computes it, warm-up aside (NaN with no COMPLETE trial, no sound forecast,
+        or not past the inflection when ``require_inflection``; a pruner never prunes on NaN)."""
         trials = study.get_trials(deepcopy=False, states=_STATES)
         completed = [t for t in trials if t.state == TrialState.COMPLETE and t.number != trial.number]
         return self._beat_probability(
@@ -346,7 +391,12 @@ class ForecastPruner(BasePruner):
         if not own.ok or (self.require_inflection and not own.past_inflection):
             return math.nan
         cal = self.sweep_calibration if own.method == "sweep" else self.calibration
-        return beat_probability(own.value, own.unit, max(finals), cal)
+        bar = max(finals)
+        if self.margin_noise > 0:
+            # Intermediate values only (no mirroring needed: a noise scale is unchanged by 1 - y).
+            noise = sweep_noise([self._curve(t, False)[1] for t in completed])
+            bar -= self.margin_noise * noise if math.isfinite(noise) else 0.0
+        return beat_probability(own.value, own.unit, bar, cal)
 
     def _beat_forecast(
         self, study: str, trial: FrozenTrial, siblings: Sequence[FrozenTrial], minimize: bool

@@ -11,7 +11,7 @@ import pytest
 
 from scalerl.harness.analysis import forecast_curve, forecast_curves, forecast_reach
 from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION, EnsembleSettings
+from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION, EnsembleSettings, point_forecast_many
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.importers import read_curves
 
@@ -60,9 +60,17 @@ def test_synthetic_values_and_coverage(sd: float, max_err: float) -> None:
 def test_interval_formula_matches_calibration() -> None:
     train, _ = _draws(0.01, n=1)
     f = forecast_curve(C, train[0], FUTURE, level=0.8)
+    (pf,) = point_forecast_many([(C, train[0])], [FUTURE])
     h = (FUTURE - C[-1]) / (C[-1] - C[0])
+    r = FUTURE / C[-1]
     cal = DEFAULT_CALIBRATION
-    unit = np.sqrt(f.scale**2 + (cal.spread_weight * f.spread) ** 2) * (1 + cal.horizon_slope * h)
+    own = cal.own_weight * pf.own_error
+    unit = (
+        np.sqrt(f.scale**2 + (cal.spread_weight * f.spread) ** 2 + own**2)
+        * (1 + cal.horizon_slope * h)
+        * (1 + cal.log_horizon_slope * np.log(r))
+    )
+    assert cal.log_horizon_slope > 0 and own > 0  # the terms the shipped calibration uses
     half = cal.quantile(0.8) * unit
     np.testing.assert_allclose(f.hi - f.value, half, rtol=1e-12)
     assert sum(f.weights.values()) == pytest.approx(1.0)
@@ -194,6 +202,13 @@ def test_cli_forecast_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixtur
         # A and the 90% interval contains the noiseless truth.
         assert f["value"] == pytest.approx(a, abs=0.02)
         assert f["lo"] < f["value"] < f["hi"]
+        assert f["beyond_checked"] is False  # 2x: inside the 30x the calibration was checked at
+    assert (
+        main(["forecast", SWEEP, "--db", url, "--metric", METRIC, "--at", str(2 * C_MAX), str(40 * C_MAX)])
+        == 0
+    )
+    far = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("at ")]
+    assert len(far) == 6 and ["never checked that far" in line for line in far] == [False, True] * 3
     assert main(["forecast", SWEEP, "--db", url, "--metric", METRIC, "--reach", "0.9"]) == 0
     text = capsys.readouterr().out
     assert "sweep loo-report: metric val/pass_rate on flops; 3 variant(s); 90% prediction intervals" in text

@@ -14,12 +14,12 @@ import pytest
 from optuna.trial import TrialState
 
 from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
+from scalerl.harness.analysis.forecaster import LINEAR_CALIBRATION
 from scalerl.harness.analysis.hierarchical import SWEEP_CALIBRATION
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.importers import read_curves
 from scalerl.harness.optuna import ForecastPruner
-from scalerl.harness.optuna.pruner import beat_probability, central_level
+from scalerl.harness.optuna.pruner import beat_probability, central_level, late_noise, sweep_noise
 
 REAL = Path("/work/shared/data/real-rl-curves")
 STEPS = np.arange(5, 205, 5)  # 40 reports, compute 5..200
@@ -228,7 +228,7 @@ def test_beat_prunes_the_worse_and_keeps_a_close_call() -> None:
 
 
 def test_beat_probability_monotone_and_symmetric() -> None:
-    cal = DEFAULT_CALIBRATION
+    cal = LINEAR_CALIBRATION  # the pruner's default
     # At each calibrated quantile the central level is that level; beyond the last it keeps rising.
     for lv, q in zip(cal.levels, cal.quantiles, strict=True):
         assert central_level(q, cal) == pytest.approx(lv)
@@ -256,7 +256,7 @@ def test_beat_minimize_mirrors() -> None:
 
 def test_beat_uses_the_calibrations() -> None:
     # Quantiles 20x wider: the 0.6 trial keeps a real chance of beating 0.80.
-    wide = replace(DEFAULT_CALIBRATION, quantiles=tuple(20 * q for q in DEFAULT_CALIBRATION.quantiles))
+    wide = replace(LINEAR_CALIBRATION, quantiles=tuple(20 * q for q in LINEAR_CALIBRATION.quantiles))
     wide_sweep = replace(SWEEP_CALIBRATION, quantiles=tuple(20 * q for q in SWEEP_CALIBRATION.quantiles))
     loose = ForecastPruner(TARGET, rule="beat", calibration=wide, sweep_calibration=wide_sweep)
     tight = ForecastPruner(TARGET, rule="beat")
@@ -284,3 +284,38 @@ def test_beat_uses_the_calibrations() -> None:
         ForecastPruner(TARGET, rule="beat", min_probability=1.0)
     with pytest.raises(ConfigError, match="calibration"):
         ForecastPruner(TARGET, calibration=0.9)  # type: ignore[arg-type]
+
+
+def test_beat_margin_keeps_a_near_tie_and_still_prunes_the_clear_loser() -> None:
+    # Noise sd 0.01: a 0.78 ceiling against a 0.80 incumbent is 2 noise sds short, a near-tie.
+    curves = [_curve(0.8, seed=1, sd=0.01), _curve(0.4, seed=2, sd=0.01), _curve(0.78, seed=3, sd=0.01)]
+    noise = sweep_noise([curves[0]])  # the one COMPLETE trial when the 0.78 trial is decided
+    assert noise == pytest.approx(late_noise(curves[0])) and 0.01 < noise < 0.02
+    plain = ForecastPruner(TARGET, rule="beat")
+    study = optuna.create_study(direction="maximize", pruner=plain)
+    assert _replay(study, curves) == [-1, 65, 85]  # without a margin the near-tie is pruned
+    explicit = optuna.create_study(
+        direction="maximize", pruner=ForecastPruner(TARGET, rule="beat", margin_noise=0)
+    )
+    assert _replay(explicit, curves) == [-1, 65, 85]  # the default is margin 0
+    for m in (1.0, 2.0):
+        wide = optuna.create_study(
+            direction="maximize", pruner=ForecastPruner(TARGET, rule="beat", margin_noise=m)
+        )
+        assert _replay(wide, curves) == [-1, 65, -1]  # kept; the 0.4 trial pruned as before
+    # The margin moves the bar by margin_noise x the sweep's noise, nothing else.
+    margin = ForecastPruner(TARGET, rule="beat", margin_noise=1.5)
+    trial = study.trials[2]
+    own = plain._beat_forecast(study.study_name, trial, study.trials[:2], False)
+    incumbent = float(study.trials[0].value or 0.0)
+    want = beat_probability(own.value, own.unit, incumbent - 1.5 * noise, SWEEP_CALIBRATION)
+    assert margin.probability(study, trial) == pytest.approx(want)
+    assert margin.probability(study, trial) > plain.probability(study, trial)
+
+
+def test_beat_margin_is_validated() -> None:
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="margin_noise"):
+            ForecastPruner(TARGET, rule="beat", margin_noise=bad)
+    assert ForecastPruner(TARGET).margin_noise == 0.0
+    assert np.isnan(late_noise(np.array([0.1, 0.2]))) and np.isnan(sweep_noise([]))

@@ -134,3 +134,15 @@ def test_each_worker_seeds_its_sampler_apart_and_the_grid_is_enqueued_once(tmp_p
     assert {(f["knobs.loss.choice"], round(f["optimizer.lr"], 6)) for f in fixed} == {
         (c, lr) for c in ("cispo", "dapo", "gspo") for lr in (1e-4, 2e-4, 3e-4)
     }
+
+
+def test_the_beat_rule_margin_is_a_pruner_option(tmp_path: Path) -> None:
+    from scalerl.harness.search.space import make_pruner
+
+    beat = {"type": "forecast", "options": {"rule": "beat", "margin_noise": 1.0}}
+    pruner = make_pruner(load_sweep(_write(tmp_path, {"space": {"optimizer.lr": LR}, "pruner": beat})))
+    assert (pruner.rule, pruner.margin_noise) == ("beat", 1.0)  # type: ignore[attr-defined]
+    bad = {"type": "forecast", "options": {"rule": "beat", "margin_noise": -1}}
+    with pytest.raises(ConfigError) as info:
+        make_pruner(load_sweep(_write(tmp_path, {"space": {"optimizer.lr": LR}, "pruner": bad})))
+    assert "optuna.pruner.options.margin_noise" in str(info.value) and "-1" in str(info.value)

@@ -53,7 +53,9 @@ scored on that source, or trained without it, uses them. It scores ``ForecastPru
 noise) < ``p``; sweep forecasts from the other trials) on the grid ``p`` 0.02 / 0.05 / 0.1 / 0.2 x
 ``margin_noise`` 0 / 1 / 2 with ``min_points`` 5 (until 2026-11-26 09:50 UTC: ``min_points`` 5 / 8
 without a margin; inflection margin 2, ``interval_steps`` as above), only the settings that pass
-the synthetic guard. For each
+the synthetic guard (``--beat-ps``, ``--beat-noise`` and ``--beat-inflections`` replace the
+grid's axes; with several inflection margins the comparison column is the choice among the
+inflection-2 settings). For each
 source, the setting chosen on the other three (random order, ``--select-seeds`` seeds; criterion
 fixed before any held-out score was seen: the least compute with the same best as no pruning in
 >= 95% of the training runs, ties by regret; else the highest same-best share) is scored on it
@@ -827,13 +829,35 @@ def _cal_label(c: IntervalCalibration) -> str:
     )
 
 
-def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> None:
+def beat(
+    pools: Sequence[Pool],
+    select_seeds: int,
+    seeds: int,
+    n_jobs: int,
+    ps: Sequence[float] = BEAT_PS,
+    noises: Sequence[float] = BEAT_MARGINS,
+    inflections: Sequence[float] = (2.0,),
+) -> None:
     """The beat rule's threshold chosen leave-one-source-out (calibrations too), scored held out
-    next to Median, Hyperband and the bound rule's defaults (see the module docstring)."""
+    next to Median, Hyperband and the bound rule's defaults (see the module docstring). ``ps``,
+    ``noises`` (margin_noise) and ``inflections`` (inflection_margin) span the grid; the
+    comparison column is the same criterion's choice among the inflection-2 settings when
+    ``inflections`` has more than one value, else among the margin-0 settings."""
     t0 = time.perf_counter()
     cals = loso_calibrations(n_jobs)
     t_cal = time.perf_counter() - t0
-    grid = [BeatSetting(p, n, margin_noise=m) for p in BEAT_PS for n in BEAT_POINTS for m in BEAT_MARGINS]
+    grid = [
+        BeatSetting(p, n, margin=f, margin_noise=m)
+        for p in ps
+        for n in BEAT_POINTS
+        for m in noises
+        for f in inflections
+    ]
+    extended = len(inflections) > 1
+
+    def previous(g: BeatSetting) -> bool:  # the settings of the grid this run extends
+        return g.margin == 2.0 if extended else g.margin_noise == 0
+
     with memoised():
         guarded = [g for g in grid if passes_guard(g)]
     # Selection: every pool with the grid under each calibration that treats it as training data.
@@ -859,9 +883,13 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
             rs = [r for r in sel if r.pruner == f"{held}|{g.label}"]
             train[(held, g)] = score(rs, base)
     chosen = {held: choose({g: train[(held, g)] for g in guarded}, BEAT_FLOOR) for held in SOURCES}
-    # The same criterion on the settings without a margin: the previous grid's choice, for comparison.
+    # The same criterion on the previous grid's settings (no margin, or inflection 2), for comparison.
     plain = {
-        held: choose({g: train[(held, g)] for g in guarded if g.margin_noise == 0}, BEAT_FLOOR)
+        held: choose(
+            {g: train[(held, g)] for g in guarded if previous(g)}
+            or {chosen[held]: train[(held, chosen[held])]},
+            BEAT_FLOOR,
+        )
         for held in SOURCES
     }
     del by_label
@@ -870,7 +898,7 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
     names = [
         *BEAT_BASELINES[1:],
         "Forecast bound (defaults)",
-        "Forecast beat (LOSO, margin 0)",
+        "Forecast beat (LOSO, inflection 2)" if extended else "Forecast beat (LOSO, margin 0)",
         "Forecast beat (LOSO)",
     ]
     jobs = []
@@ -900,8 +928,8 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
         f"3 folds x {select_seeds} seeds, random order) {t_sel:.0f} s; held-out studies {t_held:.0f} s"
     )
     print(
-        f"\ngrid: p in {BEAT_PS} x min_points {BEAT_POINTS} x margin_noise {BEAT_MARGINS}, inflection "
-        "margin 2; passing the synthetic "
+        f"\ngrid: p in {tuple(ps)} x min_points {BEAT_POINTS} x margin_noise {tuple(noises)} x inflection "
+        f"margin {tuple(inflections)}; passing the synthetic "
     )
     print(f"guard (passes_guard): {', '.join(g.label for g in guarded) or 'none'}")
     print("\n### Calibrations fitted without the held-out source\n")
@@ -913,7 +941,11 @@ def beat(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
     print(
         f"\n### Selection on the other three sources (random order, {select_seeds} seeds): compute vs none / "
         f"same best / best pruned / regret; chosen: least compute with same best >= {BEAT_FLOOR:.0%} "
-        "(**: any margin; *: margin 0 only)\n"
+        + (
+            "(**: any setting; *: inflection 2 only)\n"
+            if extended
+            else "(**: any margin; *: margin 0 only)\n"
+        )
     )
     print("| setting | " + " | ".join(f"without {SHORT[h]}" for h in SOURCES) + " |")
     print("|---|" + "---|" * len(SOURCES))
@@ -1236,6 +1268,13 @@ def main() -> None:
     ap.add_argument("--loso", action="store_true", help="choose the forecast pruner's settings by LOSO")
     ap.add_argument("--select-seeds", type=int, default=3, help="--loso: seeds for the selection grid")
     ap.add_argument("--beat", action="store_true", help="score the beat rule leave-one-source-out")
+    ap.add_argument("--beat-ps", type=float, nargs="+", help=f"--beat: p grid (default {BEAT_PS})")
+    ap.add_argument(
+        "--beat-noise", type=float, nargs="+", help=f"--beat: margin_noise grid (default {BEAT_MARGINS})"
+    )
+    ap.add_argument(
+        "--beat-inflections", type=float, nargs="+", help="--beat: inflection_margin grid (default 2)"
+    )
     ap.add_argument("--reliability", action="store_true", help="check P(beat) against outcomes")
     ap.add_argument("--ties", action="store_true", help="near-ties of the best, and a hindsight oracle")
     ap.add_argument("--jobs", type=int, default=1, help="--loso/--beat: processes (one pool at a time each)")
@@ -1247,7 +1286,15 @@ def main() -> None:
         loso(pools, args.select_seeds, args.seeds, args.jobs)
         return
     if args.beat:
-        beat(pools, args.select_seeds, args.seeds, args.jobs)
+        beat(
+            pools,
+            args.select_seeds,
+            args.seeds,
+            args.jobs,
+            ps=args.beat_ps or BEAT_PS,
+            noises=args.beat_noise or BEAT_MARGINS,
+            inflections=args.beat_inflections or (2.0,),
+        )
         return
     if args.reliability:
         reliability(pools, args.jobs)

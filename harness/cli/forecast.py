@@ -100,7 +100,7 @@ def forecast_rows(
     """One row per variant: its seeds pooled, forecast at ``at`` (default: 2x the variant's
     largest compute) with ``level`` intervals. With ``siblings`` (the default) a variant borrows
     strength from the sweep's other variants
-    (:func:`scalerl.harness.analysis.hierarchical.forecast_with_siblings`); without, or when fewer
+    (:func:`scalerl.harness.analysis.hierarchical.forecast_sweep`); without, or when fewer
     than 2 other variants have a fitted ceiling, it gets
     :func:`scalerl.harness.analysis.forecast_curve`; the row's ``method`` (``sweep`` / ``single``)
     and ``method_note`` say which and why. ``reach`` adds
@@ -110,7 +110,7 @@ def forecast_rows(
 
     from scalerl.harness.analysis.calibration import HORIZON_EDGES
     from scalerl.harness.analysis.forecaster import CurveForecast, forecast_curve, forecast_reach
-    from scalerl.harness.analysis.hierarchical import forecast_with_siblings
+    from scalerl.harness.analysis.hierarchical import forecast_sweep
     from scalerl.harness.analysis.uncertainty import pool
 
     pooled = {variant: pool(list(vc.curves)) for variant, vc in groups.items()}
@@ -120,12 +120,7 @@ def forecast_rows(
     # variant -> (forecast, method, siblings used, note)
     made: dict[str, tuple[CurveForecast, str, int, str]] = {}
     if siblings and len(names) > 1:
-        sf = forecast_with_siblings(
-            [pooled[v] for v in names],
-            [wheres[v] for v in names],
-            [[pooled[o] for o in names if o != v] for v in names],
-            level=level,
-        )
+        sf = forecast_sweep([pooled[v] for v in names], [wheres[v] for v in names], level=level)
         made = {v: (f.forecast, f.method, f.siblings, f.note) for v, f in zip(names, sf, strict=True)}
     out: list[dict[str, Any]] = []
     for variant, vc in groups.items():

@@ -291,13 +291,11 @@ def test_beat_margin_keeps_a_near_tie_and_still_prunes_the_clear_loser() -> None
     curves = [_curve(0.8, seed=1, sd=0.01), _curve(0.4, seed=2, sd=0.01), _curve(0.78, seed=3, sd=0.01)]
     noise = sweep_noise([curves[0]])  # the one COMPLETE trial when the 0.78 trial is decided
     assert noise == pytest.approx(late_noise(curves[0])) and 0.01 < noise < 0.02
-    plain = ForecastPruner(TARGET, rule="beat")
+    plain = ForecastPruner(TARGET, rule="beat", margin_noise=0)
     study = optuna.create_study(direction="maximize", pruner=plain)
     assert _replay(study, curves) == [-1, 65, 85]  # without a margin the near-tie is pruned
-    explicit = optuna.create_study(
-        direction="maximize", pruner=ForecastPruner(TARGET, rule="beat", margin_noise=0)
-    )
-    assert _replay(explicit, curves) == [-1, 65, 85]  # the default is margin 0
+    default = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET, rule="beat"))
+    assert _replay(default, curves) == [-1, 65, -1]  # the default is a 1-sd margin
     for m in (1.0, 2.0):
         wide = optuna.create_study(
             direction="maximize", pruner=ForecastPruner(TARGET, rule="beat", margin_noise=m)
@@ -317,5 +315,5 @@ def test_beat_margin_is_validated() -> None:
     for bad in (-0.5, float("nan"), float("inf")):
         with pytest.raises(ConfigError, match="margin_noise"):
             ForecastPruner(TARGET, rule="beat", margin_noise=bad)
-    assert ForecastPruner(TARGET).margin_noise == 0.0
+    assert ForecastPruner(TARGET).margin_noise == 1.0
     assert np.isnan(late_noise(np.array([0.1, 0.2]))) and np.isnan(sweep_noise([]))

@@ -625,6 +625,32 @@ def score(runs: Sequence[Run], base: dict[tuple[str, str, int], Run]) -> Score:
     )
 
 
+def by_source_table(
+    runs: Sequence[Run],
+    sampler: str,
+    names: Sequence[str],
+    base: dict[tuple[str, str, int], Run],
+    first: str,
+    label: Callable[[str], str],
+    n_pools: int,
+) -> None:
+    """One sampler's table, a row per source and one over all pools: per pruner in ``names``,
+    compute vs none / same best / best pruned / regret / regret at each budget share."""
+    print(f"| {first} | runs | " + " | ".join(names) + " |")
+    print("|" + "---|" * (2 + len(names)))
+    for src in (*SOURCES, None):
+        rs = [r for r in runs if r.sampler == sampler and (src is None or r.source == src)]
+        cells = []
+        for n in names:
+            sc = score([r for r in rs if r.pruner == n], base)
+            cells.append(
+                f"{sc.ratio:.2f}x / {sc.same:.0%} / {sc.best_pruned:.0%} / {sc.regret:.4f} / "
+                + " / ".join(f"{a:.4f}" for a in sc.at)
+            )
+        name = f"all {n_pools} pools" if src is None else label(src)
+        print(f"| {name} | {len([r for r in rs if r.pruner == 'none'])} | " + " | ".join(cells) + " |")
+
+
 def choose(scores: dict[S, Score], floor: float = SAME_BEST) -> S:
     """The selection criterion, fixed before any held-out score was seen: the least compute
     among settings that keep the same best as no pruning in >= ``floor`` of the training runs
@@ -961,23 +987,15 @@ def beat(
             f"\n### {sm}, held-out source (compute vs none / same best as none / best pruned / regret / "
             "regret @ 25% / regret @ 50%)\n"
         )
-        print("| held out | runs | " + " | ".join(names) + " |")
-        print("|" + "---|" * (2 + len(names)))
-        for row in (*SOURCES, None):
-            rs = [r for r in held_runs if r.sampler == sm and (row is None or r.source == row)]
-            cells = []
-            for n in names:
-                sc_n = score([r for r in rs if r.pruner == n], hbase)
-                cells.append(
-                    f"{sc_n.ratio:.2f}x / {sc_n.same:.0%} / {sc_n.best_pruned:.0%} / {sc_n.regret:.4f} / "
-                    + " / ".join(f"{a:.4f}" for a in sc_n.at)
-                )
-            label = (
-                f"all {len(pools)} pools"
-                if row is None
-                else f"{SHORT[row]} ({plain[row].label}; {chosen[row].label})"
-            )
-            print(f"| {label} | {len([r for r in rs if r.pruner == 'none'])} | " + " | ".join(cells) + " |")
+        by_source_table(
+            held_runs,
+            sm,
+            names,
+            hbase,
+            "held out",
+            lambda row: f"{SHORT[row]} ({plain[row].label}; {chosen[row].label})",
+            len(pools),
+        )
         rs = [r for r in held_runs if r.sampler == sm]
         sc = {n: score([r for r in rs if r.pruner == n], hbase) for n in names}
         b, hb, med = sc[names[4]], sc["Hyperband"], sc["Median (defaults)"]
@@ -1181,19 +1199,7 @@ def ties(pools: Sequence[Pool], seeds: int, n_jobs: int) -> None:
             f"\n### {sm}: the hindsight oracle through the replay (compute vs none / same best as none / "
             "best pruned / regret / regret @ 25% / regret @ 50%)\n"
         )
-        print("| source | runs | " + " | ".join(names) + " |")
-        print("|" + "---|" * (2 + len(names)))
-        for src in (*SOURCES, None):
-            rs = [r for r in runs if r.sampler == sm and (src is None or r.source == src)]
-            cells = []
-            for n in names:
-                sc = score([r for r in rs if r.pruner == n], base)
-                cells.append(
-                    f"{sc.ratio:.2f}x / {sc.same:.0%} / {sc.best_pruned:.0%} / {sc.regret:.4f} / "
-                    + " / ".join(f"{a:.4f}" for a in sc.at)
-                )
-            name = f"all {len(pools)} pools" if src is None else SHORT[src]
-            print(f"| {name} | {len([r for r in rs if r.pruner == 'none'])} | " + " | ".join(cells) + " |")
+        by_source_table(runs, sm, names, base, "source", lambda src: SHORT[src], len(pools))
 
 
 RELIABILITY_BINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)

@@ -283,6 +283,8 @@ def point_forecast_with_prior(
                 validation.append((np.vstack([single, sw[None, :]]), job[4]))
         w = _weights(m, validation, allowed, settings.temperature)
         value = (np.where(w[:, None] > 0, m, 0.0) * w[:, None]).sum(axis=0)
+        # Validated on siblings: the error on runs that went on; inside the curve: its own past.
+        err = blended_error(validation, w)
         out.append(
             replace(
                 pf,
@@ -290,10 +292,9 @@ def point_forecast_with_prior(
                 weights=tuple(float(v) for v in w),
                 members=m,
                 names=SWEEP_MEMBERS,
-                sibling_error=blended_error(validation, w) if on_siblings else 0.0,
-                # Validated inside the curve: the four-member blend's own error; validated on
-                # siblings: the single-curve blend's (the curve's own past, still informative).
-                own_error=pf.own_error if on_siblings else blended_error(validation, w),
+                sibling_error=err if on_siblings else 0.0,
+                # Validated on siblings, the curve's own past is the single-curve blend's error.
+                own_error=pf.own_error if on_siblings else err,
             )
         )
     return out

@@ -94,7 +94,8 @@ class ForecastResult:
     and forecast compute (``FORECAST_COLUMNS``: variant, knob, runs, points, last_compute, status,
     reason, method (``sweep``: borrowed strength from the sibling variants; ``single``: its own
     points only), compute, value, lo, hi; with ``reach``, also reach_fraction, reach_a, reach_compute,
-    reach_lo, reach_hi); ``rows`` are the variants as ``scalerl forecast --json`` prints them."""
+    reach_lo, reach_hi); ``rows`` are the variants as ``scalerl forecast --json`` prints them;
+    ``bounds`` the (lo, hi) every value and interval was clipped to (None: not clipped)."""
 
     sweep: str
     metric: str
@@ -102,6 +103,7 @@ class ForecastResult:
     level: float
     frame: pd.DataFrame
     rows: tuple[dict[str, Any], ...] = ()
+    bounds: tuple[float, float] | None = None
 
 
 FORECAST_COLUMNS: tuple[str, ...] = (
@@ -624,6 +626,7 @@ class Sweep:
         metric: str | None = None,
         axis: str | None = None,
         siblings: bool = True,
+        bounds: tuple[float, float] | Literal["auto"] | None = "auto",
     ) -> ForecastResult:
         """``scalerl forecast``: each variant's metric (seeds pooled) at the computes ``at``
         (default: 2x its largest compute) with ``level`` prediction intervals; ``reach`` (a
@@ -631,14 +634,17 @@ class Sweep:
         ``siblings`` (the default) a variant borrows strength from the sweep's other variants
         when at least 2 of them have a fitted ceiling (the frame's ``method`` column says
         ``sweep``); ``siblings=False`` forecasts each from its own points (``--no-siblings``).
-        Metric and axis default to the sweep's, as in :meth:`fit`. Reads only; raises
+        Metric and axis default to the sweep's, as in :meth:`fit`. ``bounds`` (``--bounds``):
+        ``"auto"`` clips a rate (``val/pass_rate``, an accuracy; scalerl.harness.analysis.bounds) to
+        [0, 1], ``(lo, hi)`` clips to those, None never clips. Reads only; raises
         AnalysisError when the sweep has no point of the metric on the axis."""
         import math
 
         import pandas as pd
 
+        from scalerl.harness.analysis.bounds import check_bounds
         from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
-        from scalerl.harness.cli.forecast import forecast_rows, load_groups
+        from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds
 
         where = None if at is None else [float(c) for c in ([at] if isinstance(at, int | float) else at)]
         if where is not None and (not where or not all(math.isfinite(c) and c > 0 for c in where)):
@@ -653,9 +659,12 @@ class Sweep:
                 "reach must lie strictly between 0 and 1", field="reach", value=reach, fix="pass e.g. 0.95"
             )
         DEFAULT_CALIBRATION.quantile(level)  # a level outside the calibrated range fails here
+        if bounds != "auto":
+            check_bounds(bounds, field="bounds")  # before the store is read
         m, x = self._metric_axis(metric, axis)
         groups = load_groups(self.store("readonly"), self.name, m, x)
-        rows = forecast_rows(groups, where, level=level, reach=reach, siblings=siblings)
+        clip = metric_bounds(m, groups, bounds, field="bounds")
+        rows = forecast_rows(groups, where, level=level, reach=reach, siblings=siblings, bounds=clip.bounds)
         records = []
         for row in rows:
             head = [row[k] for k in FORECAST_COLUMNS[:8]]
@@ -668,7 +677,7 @@ class Sweep:
         for col in ("last_compute", "compute", "value", "lo", "hi", *_REACH_COLUMNS[1:]):
             if col in frame:
                 frame[col] = frame[col].astype("float64")  # None (not finite) -> NaN
-        return ForecastResult(self.name, m, x, float(level), frame, tuple(rows))
+        return ForecastResult(self.name, m, x, float(level), frame, tuple(rows), clip.bounds)
 
     def cancel(self, run_id: str | None = None) -> CancelResult:
         """``scalerl cancel``: stop every unfinished run of the sweep (or only ``run_id``) through

@@ -44,6 +44,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from scalerl.harness.analysis.bounds import Bounds, check_bounds, clip_to_bounds
 from scalerl.harness.analysis.curve import FitOptions, FloatArray, clean_sigma, prepare, sigmoid_curve
 from scalerl.harness.analysis.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.powerlaw import _B_GRID, _solve
@@ -577,16 +578,21 @@ def _weights(
     return np.asarray(w / w.sum(), dtype=np.float64)
 
 
-def with_interval(pf: PointForecast, level: float, calibration: IntervalCalibration) -> CurveForecast:
-    """Attach the calibrated interval at ``level`` to a point forecast."""
+def with_interval(
+    pf: PointForecast, level: float, calibration: IntervalCalibration, bounds: Bounds | None = None
+) -> CurveForecast:
+    """Attach the calibrated interval at ``level`` to a point forecast; ``bounds`` (lo, hi), the
+    range the metric can take, clips the value and both edges into it (:mod:`.bounds`: with
+    correct bounds this never costs coverage); None leaves them as they are."""
     q = calibration.quantile(level)
+    bounds = check_bounds(bounds)
     half = q * pf.unit(calibration)
     weights = dict(zip(pf.names, pf.weights, strict=True))
     return CurveForecast(
         at=pf.at,
-        value=pf.value,
-        lo=pf.value - half,
-        hi=pf.value + half,
+        value=clip_to_bounds(pf.value, bounds),
+        lo=clip_to_bounds(pf.value - half, bounds),
+        hi=clip_to_bounds(pf.value + half, bounds),
         level=level,
         status=pf.status,
         reason=pf.reason,
@@ -603,11 +609,13 @@ def forecast_curves(
     level: float = 0.9,
     r0: Sequence[float | None] | None = None,
     sigma: Sequence[ArrayLike | None] | None = None,
+    bounds: Bounds | None = None,
 ) -> list[CurveForecast]:
     """:func:`forecast_curve` for many curves in one batch (one ``at`` array per curve)."""
     DEFAULT_CALIBRATION.quantile(level)  # validate before any work
+    bounds = check_bounds(bounds)
     pfs = point_forecast_many(curves, at, r0=r0, sigma=sigma)
-    return [with_interval(p, level, DEFAULT_CALIBRATION) for p in pfs]
+    return [with_interval(p, level, DEFAULT_CALIBRATION, bounds) for p in pfs]
 
 
 def forecast_curve(
@@ -618,6 +626,7 @@ def forecast_curve(
     level: float = 0.9,
     r0: float | None = None,
     sigma: ArrayLike | None = None,
+    bounds: Bounds | None = None,
 ) -> CurveForecast:
     """Forecast one curve at the compute values ``at``, with a ``level`` prediction interval.
 
@@ -628,7 +637,9 @@ def forecast_curve(
     (default 0.9) must lie in [0.5, 0.98], the calibrated range. ``r0`` overrides R0 (the value at
     the start of training); ``sigma`` (per-point standard errors aligned with ``values``) weights
     the sigmoid fit. A curve with fewer than 4 usable points or no movement gets status
-    ``too-few-points`` / ``flat``, a reason, and NaN arrays; it never raises on data.
+    ``too-few-points`` / ``flat``, a reason, and NaN arrays; it never raises on data. ``bounds``
+    ``(lo, hi)``, the range the metric can take (``(0, 1)`` for a pass rate), clips the value and
+    the interval into it (:mod:`.bounds`); None (the default) leaves them unclipped.
     """
     return forecast_curves(
         [(compute, values)],
@@ -636,6 +647,7 @@ def forecast_curve(
         level=level,
         r0=None if r0 is None else [r0],
         sigma=None if sigma is None else [sigma],
+        bounds=bounds,
     )[0]
 
 
@@ -675,6 +687,7 @@ def forecast_reach(
     r0: float | None = None,
     sigma: ArrayLike | None = None,
     horizon: float = 1000.0,
+    bounds: Bounds | None = None,
 ) -> Reach:
     """The compute at which a curve reaches ``fraction`` x its fitted ceiling A.
 
@@ -683,8 +696,9 @@ def forecast_reach(
     forecast of :func:`forecast_curve` is searched on a log grid up to ``horizon`` (default
     1000) x the last compute, and so are its interval edges at ``level``. No fitted A (a curve
     that has not passed its inflection, a flat or decreasing one) or a forecast that never gets
-    there gives NaN and the reason.
+    there gives NaN and the reason. ``bounds`` clips the forecast searched (:func:`forecast_curve`).
     """
+    bounds = check_bounds(bounds)
     if not 0.0 < fraction < 1.0:
         raise ConfigError("must be in (0, 1)", field="fraction", value=fraction, fix="use e.g. 0.95")
     c = np.asarray(compute, dtype=np.float64).ravel()
@@ -707,7 +721,7 @@ def forecast_reach(
     if math.isfinite(inside) and inside <= float(x[-1]):
         return Reach(fraction, fit.a, inside, inside, inside, "reached inside the data (fitted curve)")
     grid = np.geomspace(float(x[-1]), float(x[-1]) * horizon, 400)
-    fc = forecast_curve(x, y, grid, level=level, r0=start, sigma=s)
+    fc = forecast_curve(x, y, grid, level=level, r0=start, sigma=s, bounds=bounds)
     if not fc.ok:
         return Reach(fraction, fit.a, nan, nan, nan, f"no forecast: {fc.status} ({fc.reason})")
     at = _first_crossing(grid, fc.value, target)

@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from scalerl.harness.analysis.bounds import Bounds, check_bounds
 from scalerl.harness.analysis.curve import FitOptions, FloatArray, sigmoid_curve
 from scalerl.harness.analysis.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.forecaster import (
@@ -309,12 +310,16 @@ def forecast_with_siblings(
     settings: SweepSettings = DEFAULT_SWEEP,
     calibration: IntervalCalibration = SWEEP_CALIBRATION,
     single_calibration: IntervalCalibration = DEFAULT_CALIBRATION,
+    bounds: Bounds | None = None,
 ) -> list[SweepForecast]:
     """Forecast each curve at its ``at`` using its own ``siblings`` (curves of the same sweep:
     other seeds, other variants, finished runs; any stage). A curve with fewer than
-    ``settings.min_siblings`` siblings whose fit pins a ceiling gets the single-curve forecast."""
+    ``settings.min_siblings`` siblings whose fit pins a ceiling gets the single-curve forecast.
+    ``bounds`` (lo, hi) clips every value and interval into the metric's range (:mod:`.bounds`);
+    None leaves them unclipped."""
     calibration.quantile(level)
     single_calibration.quantile(level)
+    bounds = check_bounds(bounds)
     if len(siblings) != len(curves):
         raise ConfigError(
             f"{len(siblings)} sibling sets for {len(curves)} curves",
@@ -332,13 +337,12 @@ def forecast_with_siblings(
                 if not sibs
                 else f"{len(sibs)} sibling(s), fewer than {settings.min_siblings} with a fitted ceiling"
             )
-            out.append(SweepForecast(with_interval(pf, level, single_calibration), "single", 0, note))
+            out.append(SweepForecast(with_interval(pf, level, single_calibration, bounds), "single", 0, note))
         elif pf.status != "ok":
-            out.append(
-                SweepForecast(with_interval(pf, level, single_calibration), "single", prior.n, pf.reason)
-            )
+            single = with_interval(pf, level, single_calibration, bounds)
+            out.append(SweepForecast(single, "single", prior.n, pf.reason))
         else:
-            out.append(SweepForecast(with_interval(pf, level, calibration), "sweep", prior.n))
+            out.append(SweepForecast(with_interval(pf, level, calibration, bounds), "sweep", prior.n))
     return out
 
 
@@ -349,14 +353,15 @@ def forecast_sweep(
     level: float = 0.9,
     use_siblings: bool = True,
     settings: SweepSettings = DEFAULT_SWEEP,
+    bounds: Bounds | None = None,
 ) -> list[SweepForecast]:
     """Forecast every run (or variant) of one sweep, each borrowing strength from all the others
     (see the module docstring); ``use_siblings=False`` gives every curve the single-curve
-    forecast (``method="single"``)."""
+    forecast (``method="single"``); ``bounds`` as in :func:`forecast_with_siblings`."""
     sibs: list[list[Curve]] = [
         [c for j, c in enumerate(curves) if j != i] if use_siblings else [] for i in range(len(curves))
     ]
-    out = forecast_with_siblings(curves, at, sibs, level=level, settings=settings)
+    out = forecast_with_siblings(curves, at, sibs, level=level, settings=settings, bounds=bounds)
     if not use_siblings:
         out = [replace(f, note="siblings turned off") for f in out]
     return out

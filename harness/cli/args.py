@@ -78,3 +78,29 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+class BoundsPair(argparse.Action):
+    """``--bounds LO HI``: the range a metric can take, two finite numbers with LO < HI, stored
+    as the tuple ``(lo, hi)``; anything else is a usage error that names the flag, the values
+    and the fix (the off switch is a separate ``--no-bounds`` flag, store_const None)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        texts = [str(v) for v in values] if isinstance(values, list) else [str(values)]
+        got = " ".join(texts)
+        fix = "fix: e.g. --bounds 0 1 for a pass rate, or --no-bounds to turn clipping off"
+        try:
+            lo, hi = (float(t) for t in texts)
+        except ValueError:
+            raise argparse.ArgumentError(self, f"LO and HI must be numbers, got {got!r} ({fix})") from None
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise argparse.ArgumentError(self, f"LO and HI must be finite, got {got!r} ({fix})")
+        if not lo < hi:
+            raise argparse.ArgumentError(self, f"LO must be below HI, got {got!r} ({fix})")
+        setattr(namespace, self.dest, (lo, hi))

@@ -90,7 +90,7 @@ def _fit(args: argparse.Namespace) -> int:
     from scalerl import db
     from scalerl.harness.analysis.fitters import get_fitter
     from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
-    from scalerl.harness.cli.forecast import forecast_rows, load_groups, print_rows
+    from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds, print_rows
 
     get_fitter(args.method)  # unknown names fail before touching the store
     req = FitRequest(
@@ -180,11 +180,12 @@ def _fit(args: argparse.Namespace) -> int:
     if groups and result.analysis is not None:
         _print_next(result.analysis, groups, spec)
     if groups:
+        clip = metric_bounds(result.metric, groups)  # the rule `scalerl forecast` applies by default
         print(
-            f"forecasts at 2x each variant's largest {result.axis} (90% prediction intervals; "
+            f"forecasts at 2x each variant's largest {result.axis} (90% prediction intervals, {clip.note}; "
             "as `scalerl forecast`: borrowing from the sibling variants where they have fitted ceilings):"
         )
-        print_rows(forecast_rows(groups, level=0.9), result.axis)
+        print_rows(forecast_rows(groups, level=0.9, bounds=clip.bounds), result.axis)
     return 0
 
 

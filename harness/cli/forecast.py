@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from scalerl.harness.cli.args import fraction_open, positive_float
+from scalerl.harness.cli.args import BoundsPair, fraction_open, positive_float
 
 if TYPE_CHECKING:
+    from scalerl.harness.analysis.bounds import Bounds, MetricBounds
     from scalerl.harness.analysis.verdicts import VariantCurves
 
 
@@ -52,6 +53,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sweep's other variants when at least 2 of them have a fitted ceiling; "
         "scalerl.harness.analysis.hierarchical)",
     )
+    clip = p.add_mutually_exclusive_group()
+    clip.add_argument(
+        "--bounds",
+        nargs=2,
+        action=BoundsPair,
+        default="auto",
+        metavar=("LO", "HI"),
+        help="clip values and intervals to [LO, HI], the range the metric can take (default: [0, 1] "
+        "for a rate: a name part pass_rate, success_rate, solve_rate, accuracy, acc or pass@N, with "
+        "every value in [0, 1]; no clipping for other metrics)",
+    )
+    clip.add_argument(
+        "--no-bounds",
+        dest="bounds",
+        action="store_const",
+        const=None,
+        help="never clip (the raw calibrated intervals)",
+    )
     p.add_argument("--json", action="store_true", help="print the forecasts as JSON")
     p.add_argument(
         "--db", metavar="URL", help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)"
@@ -89,6 +108,26 @@ def load_groups(store: Any, sweep: str, metric: str, axis: str) -> dict[str, Var
     return group_curves(frame[frame[axis].notna()], axis)
 
 
+def metric_bounds(
+    metric: str,
+    groups: Mapping[str, VariantCurves],
+    given: Bounds | Literal["auto"] | None = "auto",
+    *,
+    field: str = "--bounds",
+) -> MetricBounds:
+    """The bounds forecasts of ``metric`` are clipped to: ``given`` (``--bounds``), None
+    (``--no-bounds``) or ``"auto"``, the rule of :mod:`scalerl.harness.analysis.bounds` on the
+    metric's name and every value in ``groups``; bad ``given`` bounds raise ConfigError naming
+    ``field``. The CLI, ``Sweep.forecast`` and the report apply the same rule."""
+    import numpy as np
+
+    from scalerl.harness.analysis.bounds import resolve_bounds
+
+    values = [np.asarray(y, dtype=np.float64).ravel() for vc in groups.values() for _, y in vc.curves]
+    flat = np.concatenate(values) if values else np.zeros(0)
+    return resolve_bounds(metric, flat, given, field=field)
+
+
 def forecast_rows(
     groups: Mapping[str, VariantCurves],
     at: Sequence[float] | None = None,
@@ -96,9 +135,11 @@ def forecast_rows(
     level: float = 0.9,
     reach: float | None = None,
     siblings: bool = True,
+    bounds: Bounds | None = None,
 ) -> list[dict[str, Any]]:
     """One row per variant: its seeds pooled, forecast at ``at`` (default: 2x the variant's
-    largest compute) with ``level`` intervals. With ``siblings`` (the default) a variant borrows
+    largest compute) with ``level`` intervals, clipped to ``bounds`` (:func:`metric_bounds`;
+    None: unclipped). With ``siblings`` (the default) a variant borrows
     strength from the sweep's other variants
     (:func:`scalerl.harness.analysis.hierarchical.forecast_sweep`); without, or when fewer
     than 2 other variants have a fitted ceiling, it gets
@@ -120,7 +161,9 @@ def forecast_rows(
     # variant -> (forecast, method, siblings used, note)
     made: dict[str, tuple[CurveForecast, str, int, str]] = {}
     if siblings and len(names) > 1:
-        sf = forecast_sweep([pooled[v] for v in names], [wheres[v] for v in names], level=level)
+        sf = forecast_sweep(
+            [pooled[v] for v in names], [wheres[v] for v in names], level=level, bounds=bounds
+        )
         made = {v: (f.forecast, f.method, f.siblings, f.note) for v, f in zip(names, sf, strict=True)}
     out: list[dict[str, Any]] = []
     for variant, vc in groups.items():
@@ -132,7 +175,7 @@ def forecast_rows(
             note = f"prior from {n_sib} sibling variant(s)"
         else:
             # The single-curve path is forecast_curve itself, so its numbers match it exactly.
-            fc = forecast_curve(x, y, where, level=level)
+            fc = forecast_curve(x, y, where, level=level, bounds=bounds)
             method = "single"
             note = (
                 made[variant][3]
@@ -165,7 +208,7 @@ def forecast_rows(
             ],
         }
         if reach is not None:
-            r = forecast_reach(x, y, reach, level=level)
+            r = forecast_reach(x, y, reach, level=level, bounds=bounds)
             row["reach"] = {
                 "fraction": r.fraction,
                 "a": _clean(r.a),
@@ -235,13 +278,26 @@ def _forecast(args: argparse.Namespace) -> int:
         groups = load_groups(store, args.sweep, metric, axis)
     finally:
         store.close()
-    out = forecast_rows(groups, args.at, level=args.level, reach=args.reach, siblings=args.siblings)
+    clip = metric_bounds(metric, groups, args.bounds)
+    out = forecast_rows(
+        groups, args.at, level=args.level, reach=args.reach, siblings=args.siblings, bounds=clip.bounds
+    )
     if args.json:
         from scalerl.harness.cli.output import emit
 
-        emit({"sweep": args.sweep, "metric": metric, "axis": axis, "variants": out})
+        emit(
+            {
+                "sweep": args.sweep,
+                "metric": metric,
+                "axis": axis,
+                "bounds": None if clip.bounds is None else list(clip.bounds),
+                "bounds_source": clip.source,
+                "bounds_note": clip.note,
+                "variants": out,
+            }
+        )
         return 0
-    intervals = f"{args.level:.0%} prediction intervals"
+    intervals = f"{args.level:.0%} prediction intervals, {clip.note}"
     print(f"sweep {args.sweep}: metric {metric} on {axis}; {len(out)} variant(s); {intervals}")
     print_rows(out, axis)
     return 0

@@ -14,7 +14,9 @@ interval (:func:`sweep_extrapolations`): a variant's pooled fit borrows strength
 other variants (:func:`scalerl.harness.analysis.hierarchical.forecast_with_siblings`, the single-curve
 :func:`scalerl.harness.analysis.forecast_curve` when fewer than two siblings pin a ceiling), a per-run
 fit gets the single-curve forecast of its own points. Where there is no sound forecast, the fitted
-sigmoid and its parameter box are drawn instead.
+sigmoid and its parameter box are drawn instead. Bands and forecasts of a bounded metric are clipped
+to its range by the rule ``scalerl forecast`` applies by default (:func:`figure_bounds`): a pass rate's
+band never reaches past 1.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from scalerl.harness.report.downsample import display_indices
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
+    from scalerl.harness.analysis.bounds import Bounds
     from scalerl.harness.analysis.forecaster import CurveForecast
 
 # Only an ``ok`` fit pins its ceiling (scalerl.harness.analysis.curve.FitStatus); any other status is
@@ -64,10 +67,25 @@ def extrapolation_grid(x_max: float, extrapolate_factor: float) -> np.ndarray:
     return np.geomspace(x_max, x_max * max(extrapolate_factor, 1.0), 80)
 
 
+def figure_bounds(pts: pd.DataFrame, metric: str) -> Bounds | None:
+    """The range the page clips ``metric``'s forecasts and bands to: the default rule of
+    ``scalerl forecast`` (:func:`scalerl.harness.analysis.bounds.resolve_bounds`) on its name and
+    the points shown, so the page and the command print one number."""
+    from scalerl.harness.analysis.bounds import resolve_bounds
+
+    values = pts["value"].to_numpy(dtype=float) if not pts.empty else None
+    return resolve_bounds(metric, values).bounds
+
+
 def sweep_extrapolations(
-    pts: pd.DataFrame, fit_rows: pd.DataFrame, axis: str, grid: np.ndarray
+    pts: pd.DataFrame,
+    fit_rows: pd.DataFrame,
+    axis: str,
+    grid: np.ndarray,
+    bounds: Bounds | None = None,
 ) -> dict[str, CurveForecast]:
-    """Each pooled fit's forecast on ``grid``, borrowing from the sweep's other variants.
+    """Each pooled fit's forecast on ``grid``, borrowing from the sweep's other variants, clipped
+    to ``bounds`` (:func:`figure_bounds`; None: unclipped).
 
     The same forecast as ``scalerl forecast`` (and ``fit``'s forecast lines): a variant's seeds are
     pooled into one point cloud and :func:`~scalerl.harness.analysis.hierarchical.forecast_sweep`
@@ -84,7 +102,7 @@ def sweep_extrapolations(
     }
     if not pooled & clouds.keys():
         return {}
-    made = forecast_sweep(list(clouds.values()), [grid] * len(clouds), level=FORECAST_LEVEL)
+    made = forecast_sweep(list(clouds.values()), [grid] * len(clouds), level=FORECAST_LEVEL, bounds=bounds)
     return {v: m.forecast for v, m in zip(clouds, made, strict=True) if v in pooled}
 
 
@@ -195,11 +213,14 @@ def curves_figure(
         )  # fmt: skip
 
     windows: set[float] = set()
-    forecasts = sweep_extrapolations(pts, fit_rows, axis, extrapolation_grid(x_max, extrapolate_factor))
+    bounds = figure_bounds(pts, metric)
+    grid = extrapolation_grid(x_max, extrapolate_factor)
+    forecasts = sweep_extrapolations(pts, fit_rows, axis, grid, bounds)
     for _, fit in fit_rows.iterrows():
         _add_fit(
-            fig, fit, colors, x_min_pos, x_max, extrapolate_factor, _fit_points(pts, fit, axis), forecasts
-        )
+            fig, fit, colors, x_min_pos, x_max, extrapolate_factor, _fit_points(pts, fit, axis), forecasts,
+            bounds,
+        )  # fmt: skip
         w = _num(fit.get("window_start"))
         if w is not None and w > 0:
             windows.add(w)
@@ -244,6 +265,7 @@ def _add_fit(
     extrapolate_factor: float,
     points: tuple[np.ndarray, np.ndarray] | None = None,
     forecasts: Mapping[str, CurveForecast] | None = None,
+    bounds: Bounds | None = None,
 ) -> None:
     variant = str(fit["variant"])
     run_id = fit.get("run_id")
@@ -253,6 +275,7 @@ def _add_fit(
     for trace in fit_traces(
         fit, colors.get(variant, "#000"), x_min=x_min, x_max=x_max,
         extrapolate_factor=extrapolate_factor, points=points, label=label, forecast=forecast,
+        bounds=bounds,
     ):  # fmt: skip
         fig.add_trace(trace)
 
@@ -268,6 +291,7 @@ def fit_traces(
     label: str | None = None,
     legend: bool = True,
     forecast: CurveForecast | None = None,
+    bounds: Bounds | None = None,
 ) -> list[go.Scatter]:
     """The traces of one fit row: the fitted sigmoid over the data (solid, from its window start
     to ``x_max``), the forecast beyond it (dashed, up to ``extrapolate_factor * x_max``) and one
@@ -278,10 +302,12 @@ def fit_traces(
     :func:`scalerl.harness.analysis.forecast_curve`; without either, the fitted sigmoid. A fit whose status
     is not confident gives a single legend-only trace naming the status and its reason. Names are
     ``fit L``, ``extrapolation L`` and ``interval L`` with ``L`` = ``label`` (escaped by the
-    caller; default the escaped variant); all share the variant's legend group.
+    caller; default the escaped variant); all share the variant's legend group. ``bounds``
+    (:func:`figure_bounds`) clips the forecast made here and the whole band.
     """
     import plotly.graph_objects as go
 
+    from scalerl.harness.analysis.bounds import clip_to_bounds
     from scalerl.harness.analysis.forecaster import forecast_curve
 
     variant = str(fit["variant"])
@@ -315,7 +341,7 @@ def fit_traces(
     ]  # fmt: skip
     ext_x = extrapolation_grid(x_max, extrapolate_factor)
     if forecast is None and points is not None:
-        forecast = forecast_curve(points[0], points[1], ext_x, level=FORECAST_LEVEL)
+        forecast = forecast_curve(points[0], points[1], ext_x, level=FORECAST_LEVEL, bounds=bounds)
     if forecast is not None and not forecast.ok:
         forecast = None
     traces.append(
@@ -338,7 +364,9 @@ def fit_traces(
         )
     if band is None:
         return traces
-    lo, hi = band
+    # The parameter box over the data is a band on the mean curve, which a bounded metric's
+    # mean cannot leave either (the forecast part is clipped already: clipping is idempotent).
+    lo, hi = clip_to_bounds(band[0], bounds), clip_to_bounds(band[1], bounds)
     traces.append(
         go.Scatter(
             x=np.concatenate([band_x, band_x[::-1]]), y=np.concatenate([hi, lo[::-1]]),

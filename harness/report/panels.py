@@ -40,6 +40,7 @@ from scalerl.harness.report.curves import (
     _num,
     _select_fits,
     extrapolation_grid,
+    figure_bounds,
     fit_traces,
     sweep_extrapolations,
 )
@@ -111,8 +112,9 @@ class _Sweep:
         self._traces: dict[str, list[Any]] = {}
         # Every pooled fit's forecast at once: each borrows from the other variants, as
         # `scalerl forecast` does, so the panels and the command agree.
+        self.bounds = figure_bounds(self.pts, metric)
         self.forecasts = sweep_extrapolations(
-            self.pts, self.pooled, axis, extrapolation_grid(self.x_max, extrapolate_factor)
+            self.pts, self.pooled, axis, extrapolation_grid(self.x_max, extrapolate_factor), self.bounds
         )
 
     def fit_of(self, variant: str) -> pd.Series | None:
@@ -158,7 +160,7 @@ class _Sweep:
             out += fit_traces(
                 fit, color, x_min=self.x_min, x_max=self.x_max, extrapolate_factor=self.extrapolate_factor,
                 points=_fit_points(self.pts, fit, self.axis), legend=False,
-                forecast=self.forecasts.get(variant),
+                forecast=self.forecasts.get(variant), bounds=self.bounds,
             )  # fmt: skip
         return out
 

@@ -131,9 +131,13 @@ def test_runs_dataframe_forecast_cancel_and_list_sweeps(tmp_path: Path) -> None:
         assert list(on_steps["compute"]) == [60.0, 60.0] and on_steps["a"].isna().all()  # no step fits
 
         groups = load_groups(sweep.store(), "cmd", "val/pass_rate", "flops")
-        expected = forecast_rows(groups, None, level=0.9)
+        expected = forecast_rows(groups, None, level=0.9, bounds=(0.0, 1.0))
         fc = sweep.forecast()
         assert (fc.metric, fc.axis, fc.level) == ("val/pass_rate", "flops", 0.9)
+        assert fc.bounds == (0.0, 1.0)  # a pass rate: clipped as `scalerl forecast` clips it
+        assert sweep.forecast(bounds=None).bounds is None
+        with pytest.raises(ConfigError, match=r"bounds=.*lower bound must be below the upper"):
+            sweep.forecast(bounds=(1.0, 0.0))
         assert list(fc.frame["variant"]) == [r["variant"] for r in expected]
         for got, want in zip(fc.frame.itertuples(), expected, strict=True):
             assert got.compute == 2.0 * want["last_compute"]  # the default: 2x the largest compute

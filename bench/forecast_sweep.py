@@ -42,8 +42,14 @@ objective, no own-error term), and with the own-error term (``IntervalCalibratio
 the error the forecast's own blend made in its rolling-origin validation) in the grid and the
 objective chosen leave-one-source-out inside the training sources (``nested``). Also shown: the
 single-curve calibration shipped before (fitted on all sources, so in-sample) and its linear
-form fitted leave-one-source-out. The "fitted on all four sources" lines are the nested
-procedure run on all four (the single-curve one is what the library ships).
+form fitted leave-one-source-out. Then the sweep forecast with a calibration per sibling
+setting, two ways: each setting's own (the nested procedure on that setting's forecasts only),
+and as the library picks (:func:`scalerl.harness.analysis.hierarchical.siblings_finished`: at
+least 2 siblings ran to 2x the run's last compute): a forecast the rule calls finished is scored
+with the nested procedure fitted on such forecasts (of either setting), every other one with the
+shared calibration as until now; then the count of horizon-bucket cells in 85-95% at 90% per
+setting for every variant. The "fitted on all four sources" lines are the nested procedure run
+on all four (the library ships the single-curve one and the finished-by-the-rule one).
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/forecast_sweep.py [--paper-cache FILE]``.
 """
@@ -71,6 +77,7 @@ from scalerl.harness.analysis.calibration import (
     CHECK_LEVELS,
     HORIZON_EDGES,
     OBJECTIVES,
+    CoverageCell,
     bucket_label,
     coverage_table,
     fit_calibration,
@@ -79,9 +86,11 @@ from scalerl.harness.analysis.calibration import (
 from scalerl.harness.analysis.forecaster import IntervalCalibration, PointForecast, point_forecast_many
 from scalerl.harness.analysis.hierarchical import (
     DEFAULT_SWEEP,
+    FINISHED_RATIO,
     SWEEP_MEMBERS,
     SweepSettings,
     point_forecast_with_prior,
+    siblings_finished,
     sweep_priors,
 )
 from scalerl.harness.importers import read_curves
@@ -260,6 +269,74 @@ def choose_objective(gaps: dict[str, float]) -> str:
     return min(OBJECTIVES, key=lambda o: (gaps[o], o != "worst"))
 
 
+def loso_fit(
+    fit_pfs: Sequence[PointForecast],
+    fit_cs: Sequence[Case],
+    curves: Sequence[RealCurve],
+    held: str,
+    nested: bool,
+    **grid: Sequence[float],
+) -> tuple[IntervalCalibration, str]:
+    """The calibration fitted on the forecasts of every source but ``held`` and its objective
+    (``worst``, or with ``nested`` the one :func:`choose_objective` picks on those sources)."""
+    fit_srcs = [curves[c.i].source for c in fit_cs]
+    tr = [k for k, s in enumerate(fit_srcs) if s != held]
+    objective = "worst"
+    if nested:
+        inner = inner_gaps(
+            [fit_pfs[k] for k in tr], [fit_cs[k] for k in tr], [fit_srcs[k] for k in tr], **grid
+        )
+        objective = choose_objective(inner)
+    cal = fit_calibration(
+        [fit_pfs[k] for k in tr],
+        [fit_cs[k].y_test for k in tr],
+        groups=[fit_srcs[k] for k in tr],
+        objective=objective,  # type: ignore[arg-type]
+        **grid,
+    )
+    return cal, objective
+
+
+def cal_label(cal: IntervalCalibration, objective: str | None) -> str:
+    return (
+        f"h={cal.horizon_slope:g}, g={cal.log_horizon_slope:g}, m={cal.move_weight:g}, "
+        f"t={cal.trend_weight:g}, v={cal.sibling_weight:g}, o={cal.own_weight:g}, "
+        f"q90={cal.quantile(0.9):.2f}{', ' + objective if objective else ''}"
+    )
+
+
+def print_coverage(title: str, rows: Sequence[tuple[str, str, Sequence[CoverageCell]]]) -> None:
+    """One held-out coverage table: rows of (source, calibration label, cells)."""
+    nb = len(HORIZON_EDGES) - 1
+    print(f"\n### {title}: held-out coverage, 50 / 80 / 90% (forecasts in the cell)\n")
+    print(
+        "| held out | calibration (linear slope h, log slope g, move m, trend t, siblings v, own o, q90) | "
+        + " | ".join(bucket_label(b) for b in range(nb))
+        + " | all |"
+    )
+    print("|---|---|" + "---|" * (nb + 1))
+    for src, label, cells in rows:
+        row = []
+        for b in [bucket_label(b) for b in range(nb)] + ["all"]:
+            got = {c.level: c for c in cells if c.bucket == b}
+            if not got:
+                row.append("-")
+                continue
+            n = next(iter(got.values())).forecasts
+            row.append(" / ".join(fmt(100 * got[lv].coverage, 0) for lv in CHECK_LEVELS) + f" ({n})")
+        print(f"| {SHORT[src]} | {label} | " + " | ".join(row) + " |")
+
+
+def in_band(cells_by_source: dict[str, Sequence[CoverageCell]]) -> int:
+    """Horizon-bucket cells whose 90% coverage, as printed (whole percent), lies in 85-95%."""
+    return sum(
+        1
+        for cells in cells_by_source.values()
+        for c in cells
+        if c.level == 0.9 and c.bucket != "all" and 85 <= round(100 * c.coverage) <= 95
+    )
+
+
 def coverage_block(
     title: str,
     pfs: Sequence[PointForecast],
@@ -269,58 +346,63 @@ def coverage_block(
     fit_on: tuple[Sequence[PointForecast], Sequence[Case]] | None = None,
     nested: bool = False,
     **grid: Sequence[float],
-) -> dict[str, str]:
+) -> dict[str, list[CoverageCell]]:
     """Held-out coverage per source and horizon bucket of ``pfs``: the calibration is fitted on
     the other three sources of ``fit_on`` (default: ``pfs`` itself), or ``fixed`` for all. With
     ``nested`` the fit's objective is itself chosen on the other three sources
-    (:func:`choose_objective`); returns the objective per source."""
+    (:func:`choose_objective`). Returns the cells per held-out source."""
     fit_pfs, fit_cs = fit_on if fit_on is not None else (pfs, cs)
-    fit_srcs = [curves[c.i].source for c in fit_cs]
     srcs = [curves[c.i].source for c in cs]
     rows = []
-    chosen: dict[str, str] = {}
+    out: dict[str, list[CoverageCell]] = {}
     for src in SOURCES:
-        tr = [k for k, s in enumerate(fit_srcs) if s != src]
         te = [k for k, s in enumerate(srcs) if s == src]
-        objective = "worst"
-        if nested and fixed is None:
-            inner = inner_gaps(
-                [fit_pfs[k] for k in tr], [fit_cs[k] for k in tr], [fit_srcs[k] for k in tr], **grid
-            )
-            objective = choose_objective(inner)
-        chosen[src] = objective
-        cal = fixed or fit_calibration(
-            [fit_pfs[k] for k in tr],
-            [fit_cs[k].y_test for k in tr],
-            groups=[fit_srcs[k] for k in tr],
-            objective=objective,  # type: ignore[arg-type]
-            **grid,
-        )
-        cells = coverage_table([pfs[k] for k in te], [cs[k].y_test for k in te], cal)
-        rows.append((src, cal, cells))
-    nb = len(HORIZON_EDGES) - 1
-    print(f"\n### {title}: held-out coverage, 50 / 80 / 90% (forecasts in the cell)\n")
-    print(
-        "| held out | calibration (linear slope h, log slope g, move m, trend t, siblings v, own o, q90) | "
-        + " | ".join(bucket_label(b) for b in range(nb))
-        + " | all |"
-    )
-    print("|---|---|" + "---|" * (nb + 1))
-    for src, cal, cells in rows:
-        row = []
-        for b in [bucket_label(b) for b in range(nb)] + ["all"]:
-            got = {c.level: c for c in cells if c.bucket == b}
-            if not got:
-                row.append("-")
-                continue
-            n = next(iter(got.values())).forecasts
-            row.append(" / ".join(fmt(100 * got[lv].coverage, 0) for lv in CHECK_LEVELS) + f" ({n})")
-        print(
-            f"| {SHORT[src]} | h={cal.horizon_slope:g}, g={cal.log_horizon_slope:g}, "
-            f"m={cal.move_weight:g}, t={cal.trend_weight:g}, v={cal.sibling_weight:g}, o={cal.own_weight:g}, "
-            f"q90={cal.quantile(0.9):.2f}{', ' + chosen[src] if nested else ''} | " + " | ".join(row) + " |"
-        )
-    return chosen
+        if fixed is not None:
+            cal, objective = fixed, "worst"
+        else:
+            cal, objective = loso_fit(fit_pfs, fit_cs, curves, src, nested and fixed is None, **grid)
+        out[src] = coverage_table([pfs[k] for k in te], [cs[k].y_test for k in te], cal)
+        rows.append((src, cal_label(cal, objective if nested else None), out[src]))
+    print_coverage(title, rows)
+    return out
+
+
+def merge_cells(parts: Sequence[Sequence[CoverageCell]]) -> list[CoverageCell]:
+    """Coverage tables of disjoint sets of forecasts as one: every forecast still weighs the same
+    (a cell's coverage is the mean over its forecasts, so the parts combine weighted by count)."""
+    acc: dict[tuple[str, float], tuple[float, int]] = {}
+    for cells in parts:
+        for c in cells:
+            cov, n = acc.get((c.bucket, c.level), (0.0, 0))
+            acc[(c.bucket, c.level)] = (cov + c.coverage * c.forecasts, n + c.forecasts)
+    return [CoverageCell("all", b, lv, cov / n, n) for (b, lv), (cov, n) in acc.items()]
+
+
+def split_coverage_block(
+    title: str,
+    pfs: Sequence[PointForecast],
+    cs: Sequence[Case],
+    classes: Sequence[str],
+    curves: Sequence[RealCurve],
+    cals: dict[tuple[str, str], tuple[IntervalCalibration, str]],
+) -> dict[str, list[CoverageCell]]:
+    """Held-out coverage where each forecast is scored with its class's calibration: ``cals``
+    maps (held-out source, class) to the calibration fitted without that source."""
+    srcs = [curves[c.i].source for c in cs]
+    rows = []
+    out: dict[str, list[CoverageCell]] = {}
+    for src in SOURCES:
+        parts, labels = [], []
+        for cls in sorted({k for _, k in cals}):
+            te = [k for k, s in enumerate(srcs) if s == src and classes[k] == cls]
+            cal, objective = cals[(src, cls)]
+            labels.append(f"{cls} ({len(te)}): {cal_label(cal, objective)}")
+            if te:
+                parts.append(coverage_table([pfs[k] for k in te], [cs[k].y_test for k in te], cal))
+        out[src] = merge_cells(parts)
+        rows.append((src, "; ".join(labels), out[src]))
+    print_coverage(title, rows)
+    return out
 
 
 def main() -> None:
@@ -484,25 +566,98 @@ def main() -> None:
         both_pfs += used[mode][0]
         both_cs += used[mode][1]
     before_grid = {k: v for k, v in SWEEP_GRID.items() if k != "own_weights"}
+    settings = (("same", "same stage"), ("finished", "finished siblings"))
+    band: dict[str, dict[str, int]] = {}
     for nested, how, grid in (
         (False, "the calibration until now (worst-gap objective, no own-error term)", before_grid),
         (True, "own-error term in the grid, objective chosen on the other three sources", SWEEP_GRID),
     ):
-        for mode, label in (("same", "same stage"), ("finished", "finished siblings")):
+        for mode, label in settings:
+            band.setdefault("shared, " + ("nested" if nested else "until now"), {})[mode] = in_band(
+                coverage_block(
+                    f"sweep forecast ({label}, kappa {SHIPPED_KAPPA:g}), {how}; fitted on both sibling "
+                    "settings, leave-one-source-out",
+                    used[mode][0],
+                    used[mode][1],
+                    curves,
+                    fit_on=(both_pfs, both_cs),
+                    nested=nested,
+                    **grid,
+                )
+            )
+    # Each sibling setting its own calibration: the nested procedure on that setting's forecasts.
+    for mode, label in settings:
+        band.setdefault("own per setting, nested", {})[mode] = in_band(
             coverage_block(
-                f"sweep forecast ({label}, kappa {SHIPPED_KAPPA:g}), {how}; fitted on both sibling "
-                "settings, leave-one-source-out",
+                f"sweep forecast ({label}, kappa {SHIPPED_KAPPA:g}), own-error term in the grid, "
+                "objective chosen on the other three sources; fitted on this sibling setting only, "
+                "leave-one-source-out",
                 used[mode][0],
                 used[mode][1],
                 curves,
-                fit_on=(both_pfs, both_cs),
-                nested=nested,
-                **grid,
+                nested=True,
+                **SWEEP_GRID,
             )
+        )
+    # As the library picks: siblings_finished (at least 2 siblings ran to FINISHED_RATIO x the
+    # run's last compute) gives a forecast the finished calibration (the nested procedure fitted
+    # on such forecasts of either setting), every other forecast the shared one (the procedure
+    # of SWEEP_CALIBRATION: both settings, worst gap, no own-error term).
+    classes = {
+        mode: [
+            "finished"
+            if siblings_finished(c.x, c.same_stage if mode == "same" else c.finished)
+            else "same-stage"
+            for c in used[mode][1]
+        ]
+        for mode, _ in settings
+    }
+    far = [
+        (p, c)
+        for mode, _ in settings
+        for p, c, k in zip(*used[mode], classes[mode], strict=True)
+        if k == "finished"
+    ]
+    far_pfs, far_cs = [p for p, _ in far], [c for _, c in far]
+    per_cut = []
+    for mode, label in settings:
+        pairs = list(zip(used[mode][1], classes[mode], strict=True))
+        counts = []
+        for cut in CAL_CUTS:
+            n_far = sum(c.cut == cut and k == "finished" for c, k in pairs)
+            counts.append(f"{cut:.3g} {n_far}/{sum(c.cut == cut for c, _ in pairs)}")
+        per_cut.append(f"{label}: " + ", ".join(counts))
+    print(
+        f"\nforecasts classed finished by siblings_finished (>= 2 siblings to {FINISHED_RATIO:g}x the "
+        "run's last compute), per cut: " + "; ".join(per_cut)
+    )
+    rule_cals: dict[tuple[str, str], tuple[IntervalCalibration, str]] = {}
+    for src in SOURCES:
+        rule_cals[(src, "same-stage")] = loso_fit(both_pfs, both_cs, curves, src, False, **before_grid)
+        rule_cals[(src, "finished")] = loso_fit(far_pfs, far_cs, curves, src, True, **SWEEP_GRID)
+    for mode, label in settings:
+        band.setdefault("by the rule (siblings_finished)", {})[mode] = in_band(
+            split_coverage_block(
+                f"sweep forecast ({label}, kappa {SHIPPED_KAPPA:g}), the calibration chosen by "
+                "siblings_finished: finished (nested, fitted on forecasts the rule calls finished) or "
+                "same-stage (as until now, fitted on both settings), leave-one-source-out",
+                used[mode][0],
+                used[mode][1],
+                classes[mode],
+                curves,
+                rule_cals,
+            )
+        )
+    print("\n### Sweep forecast: horizon-bucket cells with 90% coverage in 85-95%, of 16 per setting\n")
+    print("| calibration | same stage | finished siblings |")
+    print("|---|---|---|")
+    for name, by_mode in band.items():
+        print(f"| {name} | {by_mode['same']} | {by_mode['finished']} |")
     srcs = [curves[c.i].source for c in cs]
     for title, pfs, pcs, grid in (
         ("single", single, cs, {"own_weights": OWN_WEIGHTS}),
         ("sweep", both_pfs, both_cs, SWEEP_GRID),
+        ("sweep, finished by siblings_finished", far_pfs, far_cs, SWEEP_GRID),
     ):
         psrc = [curves[c.i].source for c in pcs]
         gaps = inner_gaps(pfs, pcs, psrc, **grid)

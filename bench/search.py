@@ -62,7 +62,13 @@ fixed before any held-out score was seen: the least compute with the same best a
 with ``--seeds`` seeds and both samplers, next to Median (defaults), Hyperband, the bound
 rule's defaults (with the same held-out calibrations) and the same criterion's choice among the
 settings without a margin. "best pruned" = the share of runs that
-pruned the pool's best curve; the last lines check issue 24's item-4 targets. ``--reliability``
+pruned the pool's best curve; the last lines check issue 24's item-4 targets. ``--beat-peers``
+adds the ``peers`` axis (0 = off: the sweep forecast only; k: read P(beat) from the COMPLETE
+trials once k of them reached the trial's compute, :mod:`scalerl.harness.analysis.peers`); the
+comparison column is then the choice without peers. Written before the first such run
+(2026-11-26 13:35 UTC): the pruner's ``peers`` default changes from 0 only if the held-out
+choice keeps the best pruned <= 5% and regret <= Median's in both samplers and spends less
+than the choice without peers in both. ``--reliability``
 checks P(beat) against outcomes (:func:`reliability`): every prefix the beat rule would decide on,
 with every other curve of the pool as a COMPLETE trial, each source with its held-out calibrations.
 
@@ -408,10 +414,12 @@ class BeatSetting:
     margin: float = 2.0
     cal: Calibrations = SHIPPED
     margin_noise: float = 0.0
+    peers: int = 0
 
     @property
     def label(self) -> str:
-        return f"beat p<{self.p:g} x{self.margin:g} {self.min_points}pt -{self.margin_noise:g}sd"
+        tail = f" peers{self.peers}" if self.peers else ""
+        return f"beat p<{self.p:g} x{self.margin:g} {self.min_points}pt -{self.margin_noise:g}sd{tail}"
 
     def factory(self) -> PrunerFactory:
         def make(pool: Pool) -> optuna.pruners.BasePruner:
@@ -423,6 +431,7 @@ class BeatSetting:
                 inflection_margin=self.margin,
                 min_points=self.min_points,
                 margin_noise=self.margin_noise,
+                peers=self.peers,
                 calibration=self.cal.single,
                 sweep_calibration=self.cal.sweep,
             )
@@ -863,26 +872,33 @@ def beat(
     ps: Sequence[float] = BEAT_PS,
     noises: Sequence[float] = BEAT_MARGINS,
     inflections: Sequence[float] = (2.0,),
+    peer_counts: Sequence[int] = (0,),
 ) -> None:
     """The beat rule's threshold chosen leave-one-source-out (calibrations too), scored held out
     next to Median, Hyperband and the bound rule's defaults (see the module docstring). ``ps``,
     ``noises`` (margin_noise) and ``inflections`` (inflection_margin) span the grid; the
     comparison column is the same criterion's choice among the inflection-2 settings when
-    ``inflections`` has more than one value, else among the margin-0 settings."""
+    ``inflections`` has more than one value, else among the settings without peers when
+    ``peer_counts`` (``peers``) has more than one, else among the margin-0 settings."""
     t0 = time.perf_counter()
     cals = loso_calibrations(n_jobs)
     t_cal = time.perf_counter() - t0
     grid = [
-        BeatSetting(p, n, margin=f, margin_noise=m)
+        BeatSetting(p, n, margin=f, margin_noise=m, peers=k)
         for p in ps
         for n in BEAT_POINTS
         for m in noises
         for f in inflections
+        for k in peer_counts
     ]
     extended = len(inflections) > 1
+    by_peers = not extended and len(peer_counts) > 1
+    comparison = "inflection 2" if extended else ("no peers" if by_peers else "margin 0")
 
     def previous(g: BeatSetting) -> bool:  # the settings of the grid this run extends
-        return g.margin == 2.0 if extended else g.margin_noise == 0
+        if extended:
+            return g.margin == 2.0
+        return g.peers == 0 if by_peers else g.margin_noise == 0
 
     with memoised():
         guarded = [g for g in grid if passes_guard(g)]
@@ -924,7 +940,7 @@ def beat(
     names = [
         *BEAT_BASELINES[1:],
         "Forecast bound (defaults)",
-        "Forecast beat (LOSO, inflection 2)" if extended else "Forecast beat (LOSO, margin 0)",
+        f"Forecast beat (LOSO, {comparison})",
         "Forecast beat (LOSO)",
     ]
     jobs = []
@@ -955,7 +971,7 @@ def beat(
     )
     print(
         f"\ngrid: p in {tuple(ps)} x min_points {BEAT_POINTS} x margin_noise {tuple(noises)} x inflection "
-        f"margin {tuple(inflections)}; passing the synthetic "
+        f"margin {tuple(inflections)} x peers {tuple(peer_counts)}; passing the synthetic "
     )
     print(f"guard (passes_guard): {', '.join(g.label for g in guarded) or 'none'}")
     print("\n### Calibrations fitted without the held-out source\n")
@@ -967,11 +983,7 @@ def beat(
     print(
         f"\n### Selection on the other three sources (random order, {select_seeds} seeds): compute vs none / "
         f"same best / best pruned / regret; chosen: least compute with same best >= {BEAT_FLOOR:.0%} "
-        + (
-            "(**: any setting; *: inflection 2 only)\n"
-            if extended
-            else "(**: any margin; *: margin 0 only)\n"
-        )
+        + f"(**: any setting; *: {comparison} only)\n"
     )
     print("| setting | " + " | ".join(f"without {SHORT[h]}" for h in SOURCES) + " |")
     print("|---|" + "---|" * len(SOURCES))
@@ -1205,17 +1217,18 @@ def ties(pools: Sequence[Pool], seeds: int, n_jobs: int) -> None:
 RELIABILITY_BINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
-def _reliability_pool(job: tuple[Pool, Calibrations]) -> list[tuple[bool, int, float, bool]]:
+def _reliability_pool(job: tuple[Pool, Calibrations, int]) -> list[tuple[bool, int, float, bool]]:
     """For every curve of the pool and every prefix the beat rule would decide on (its default
     warm-up, ``interval_steps`` as in the bench): P(beat) from ``ForecastPruner.probability``
     with every other curve COMPLETE (finished siblings; incumbent = their best final), and
-    whether the curve's final did beat it. Rows: (is the pool's best, curve, P, beat)."""
+    whether the curve's final did beat it; with ``peers`` > 0 the probability is the peer rule's
+    (every other curve a peer). Rows: (is the pool's best, curve, P, beat)."""
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    pool, cal = job
+    pool, cal, peers = job
     finals = pool.finals
     top = int(np.argmax(finals))
-    g = BeatSetting(0.1, 5, cal=cal)
+    g = BeatSetting(0.1, 5, cal=cal, peers=peers)
     rows = []
     with memoised():
         for i, c in enumerate(pool.curves):
@@ -1239,15 +1252,18 @@ def _reliability_pool(job: tuple[Pool, Calibrations]) -> list[tuple[bool, int, f
     return rows
 
 
-def reliability(pools: Sequence[Pool], n_jobs: int) -> None:
-    """Is P(beat) calibrated where the pruner uses it? Each source with its held-out calibrations."""
+def reliability(pools: Sequence[Pool], n_jobs: int, peers: int = 0) -> None:
+    """Is P(beat) calibrated where the pruner uses it? Each source with its held-out calibrations;
+    with ``peers`` > 0 the peer rule's P (no calibration: the other curves of the pool are the
+    peers; no margin), on every prefix of 3 reports or more."""
     t0 = time.perf_counter()
-    cals = loso_calibrations(n_jobs)
+    cals = loso_calibrations(n_jobs) if not peers else dict.fromkeys((*SOURCES, None), SHIPPED)
     with ProcessPoolExecutor(max(1, n_jobs)) as ex:
-        got = list(ex.map(_reliability_pool, [(pl, cals[pl.source]) for pl in pools]))
+        got = list(ex.map(_reliability_pool, [(pl, cals[pl.source], peers) for pl in pools]))
     print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {time.perf_counter() - t0:.0f} s")
     print(f"command: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python {' '.join(sys.argv)}")
-    print("\n### P(beat the incumbent) against what happened, held-out calibrations\n")
+    what = f"the peer rule ({peers}+ peers)" if peers else "held-out calibrations"
+    print(f"\n### P(beat the incumbent) against what happened, {what}\n")
     print("| P(beat) | decisions | mean P | share that did beat | of them, the pool's best curve |")
     print("|---|---|---|---|---|")
     rows = [r for rs in got for r in rs]
@@ -1281,7 +1297,11 @@ def main() -> None:
     ap.add_argument(
         "--beat-inflections", type=float, nargs="+", help="--beat: inflection_margin grid (default 2)"
     )
+    ap.add_argument("--beat-peers", type=int, nargs="+", help="--beat: peers grid (0: off; default 0)")
     ap.add_argument("--reliability", action="store_true", help="check P(beat) against outcomes")
+    ap.add_argument(
+        "--reliability-peers", type=int, default=0, help="--reliability: the peer rule's P (peers >= this)"
+    )
     ap.add_argument("--ties", action="store_true", help="near-ties of the best, and a hindsight oracle")
     ap.add_argument("--jobs", type=int, default=1, help="--loso/--beat: processes (one pool at a time each)")
     args = ap.parse_args()
@@ -1300,10 +1320,11 @@ def main() -> None:
             ps=args.beat_ps or BEAT_PS,
             noises=args.beat_noise or BEAT_MARGINS,
             inflections=args.beat_inflections or (2.0,),
+            peer_counts=args.beat_peers or (0,),
         )
         return
     if args.reliability:
-        reliability(pools, args.jobs)
+        reliability(pools, args.jobs, args.reliability_peers)
         return
     if args.ties:
         ties(pools, args.seeds, args.jobs)

@@ -158,21 +158,26 @@ def forecast_rows(
     lasts = {v: float(np.nanmax(x)) if x.size else math.nan for v, (x, _) in pooled.items()}
     wheres = {v: np.asarray(at if at is not None else [2.0 * lasts[v]], dtype=np.float64) for v in pooled}
     names = list(pooled)
-    # variant -> (forecast, method, siblings used, note)
-    made: dict[str, tuple[CurveForecast, str, int, str]] = {}
+    # variant -> (forecast, method, siblings used, note, finished sweep)
+    made: dict[str, tuple[CurveForecast, str, int, str, bool]] = {}
     if siblings and len(names) > 1:
         sf = forecast_sweep(
             [pooled[v] for v in names], [wheres[v] for v in names], level=level, bounds=bounds
         )
-        made = {v: (f.forecast, f.method, f.siblings, f.note) for v, f in zip(names, sf, strict=True)}
+        made = {
+            v: (f.forecast, f.method, f.siblings, f.note, f.finished) for v, f in zip(names, sf, strict=True)
+        }
     out: list[dict[str, Any]] = []
     for variant, vc in groups.items():
         x, y = pooled[variant]
         last = lasts[variant]
         where = wheres[variant]
+        finished = False
         if variant in made and made[variant][1] == "sweep":
-            fc, method, n_sib, note = made[variant]
+            fc, method, n_sib, note, finished = made[variant]
             note = f"prior from {n_sib} sibling variant(s)"
+            if finished:
+                note += ", which ran on past it (finished-sweep interval)"
         else:
             # The single-curve path is forecast_curve itself, so its numbers match it exactly.
             fc = forecast_curve(x, y, where, level=level, bounds=bounds)
@@ -194,6 +199,9 @@ def forecast_rows(
             "weights": fc.weights,
             "method": method,
             "method_note": note,
+            # At least 2 siblings ran to 2x this variant's last compute: the interval is
+            # hierarchical.FINISHED_SWEEP_CALIBRATION's (held out, far narrower; bench/README.md).
+            "finished_siblings": finished,
             "forecasts": [
                 {
                     "compute": float(c),

@@ -20,13 +20,17 @@ from scalerl.harness.analysis.forecaster import (
     IntervalCalibration,
     UnitTerms,
     point_forecast_many,
+    with_interval,
 )
 from scalerl.harness.analysis.hierarchical import (
+    FINISHED_SWEEP_CALIBRATION,
+    SWEEP_CALIBRATION,
     SWEEP_MEMBERS,
     SweepSettings,
     forecast_sweep,
     forecast_with_siblings,
     point_forecast_with_prior,
+    siblings_finished,
     sweep_priors,
 )
 from scalerl.harness.errors import ConfigError
@@ -87,6 +91,63 @@ def test_siblings_that_went_on_validate_the_members_and_measure_the_error() -> N
     assert priors_same[0] is not None
     (mid,) = point_forecast_with_prior([(x[late], y[late])], [C[~late]], priors_same, siblings=[same])
     assert mid.names == SWEEP_MEMBERS and mid.sibling_error == 0.0
+
+
+def test_siblings_finished_needs_two_siblings_at_twice_the_last_compute() -> None:
+    x = np.array([0.0, 10.0, 100.0, np.nan])  # last compute 100 (NaN ignored)
+
+    def sib(end: float) -> tuple[np.ndarray, np.ndarray]:
+        return np.linspace(1.0, end, 5), np.zeros(5)
+
+    assert siblings_finished(x, [sib(200.0), sib(250.0)])
+    assert siblings_finished(x, [sib(100.0), sib(200.0), sib(300.0)])
+    assert not siblings_finished(x, [sib(200.0), sib(199.0)])  # only one reached 2x
+    assert not siblings_finished(x, [sib(100.0), sib(100.0), sib(120.0)])  # the run's own stage
+    assert siblings_finished(x, [sib(150.0), sib(150.0)], ratio=1.5)
+    assert not siblings_finished(x, [])
+    assert not siblings_finished(np.array([0.0, np.nan]), [sib(10.0), sib(10.0)])  # no compute > 0
+
+
+def test_finished_siblings_get_the_finished_calibration_and_same_stage_the_shared_one() -> None:
+    """The interval of a sweep forecast is FINISHED_SWEEP_CALIBRATION's exactly when the siblings
+    ran on (here to 66x the run's last compute), SWEEP_CALIBRATION's when they stop where the run
+    does, and SWEEP_CALIBRATION's always with ``finished_calibration=None``."""
+    runs = _sweep(5)
+    (x, y), sibs = runs[0], runs[1:]
+    cut = C <= 1500.0
+    (pf,) = point_forecast_with_prior([(x[cut], y[cut])], [C[~cut]], sweep_priors([sibs]), siblings=[sibs])
+    got = forecast_with_siblings([(x[cut], y[cut])], [C[~cut]], [sibs])[0]
+    assert got.method == "sweep" and got.finished
+    np.testing.assert_array_equal(got.forecast.hi, with_interval(pf, 0.9, FINISHED_SWEEP_CALIBRATION).hi)
+    off = forecast_with_siblings([(x[cut], y[cut])], [C[~cut]], [sibs], finished_calibration=None)[0]
+    assert off.method == "sweep" and not off.finished
+    np.testing.assert_array_equal(off.forecast.hi, with_interval(pf, 0.9, SWEEP_CALIBRATION).hi)
+    assert np.max(np.abs(got.forecast.hi - off.forecast.hi)) > 1e-6
+    late = C <= 8000.0
+    same = [(sx[late], sy[late]) for sx, sy in sibs]
+    (pf_same,) = point_forecast_with_prior(
+        [(x[late], y[late])], [C[~late]], sweep_priors([same]), siblings=[same]
+    )
+    got_same = forecast_with_siblings([(x[late], y[late])], [C[~late]], [same])[0]
+    assert got_same.method == "sweep" and not got_same.finished
+    np.testing.assert_array_equal(got_same.forecast.hi, with_interval(pf_same, 0.9, SWEEP_CALIBRATION).hi)
+    # forecast_sweep: runs of one sweep stopped at different stages; the two stopped early see
+    # the others run on past 2x, the others do not.
+    keep = [np.less_equal(C, stop) for stop in (1500.0, 1500.0, 1e5, 1e5, 1e5)]
+    five = [(rx[k], ry[k]) for (rx, ry), k in zip(_sweep(6, n=5), keep, strict=True)]
+    sweep = forecast_sweep(five, [C * 2] * 5)
+    assert [f.method for f in sweep] == ["sweep"] * 5
+    assert [f.finished for f in sweep] == [True, True, False, False, False]
+
+
+def test_finished_sweep_calibration_is_a_valid_calibration() -> None:
+    cal = FINISHED_SWEEP_CALIBRATION
+    assert isinstance(cal, IntervalCalibration) and cal.levels == CALIBRATED_LEVELS
+    assert cal.quantiles[0] > 0 and np.all(np.diff(cal.quantiles) > 0)
+    knobs = (cal.horizon_slope, cal.log_horizon_slope, cal.move_weight, cal.trend_weight)
+    assert min(*knobs, cal.sibling_weight, cal.own_weight) >= 0 and cal.spread_weight == 1.0
+    assert cal.quantile(0.9) == pytest.approx(cal.quantiles[CALIBRATED_LEVELS.index(0.9)])
+    assert cal != SWEEP_CALIBRATION
 
 
 def test_prior_is_the_siblings_median_with_a_floored_spread() -> None:
@@ -331,7 +392,9 @@ def test_cli_forecast_borrows_from_finished_real_replicates(
     assert main(argv) == 0
     rows = {r["variant"]: r for r in json.loads(capsys.readouterr().out)["variants"]}
     row = rows["v1"]
-    assert row["method"] == "sweep" and row["method_note"] == "prior from 6 sibling variant(s)"
+    # The siblings ran to twice the stopped run's steps: the finished-sweep interval, said so.
+    note = "prior from 6 sibling variant(s), which ran on past it (finished-sweep interval)"
+    assert row["method"] == "sweep" and row["method_note"] == note and row["finished_siblings"] is True
     sweep_value = np.array([f["value"] for f in row["forecasts"]])
     assert main([*argv, "--no-siblings"]) == 0
     alone = json.loads(capsys.readouterr().out)["variants"]
@@ -344,4 +407,4 @@ def test_cli_forecast_borrows_from_finished_real_replicates(
     # The text form names the forecast used.
     assert main(argv[:-1]) == 0
     text = capsys.readouterr().out
-    assert "v1 (1 run(s)" in text and "[sweep prior: prior from 6 sibling variant(s)]" in text
+    assert "v1 (1 run(s)" in text and f"[sweep prior: {note}]" in text

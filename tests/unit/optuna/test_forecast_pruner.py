@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from scalerl.harness.analysis.curve import sigmoid_curve
 from scalerl.harness.analysis.forecaster import LINEAR_CALIBRATION
 from scalerl.harness.analysis.hierarchical import SWEEP_CALIBRATION
+from scalerl.harness.analysis.peers import exceed_probability, peer_forecast, smoothed_at
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.importers import read_curves
 from scalerl.harness.optuna import ForecastPruner
@@ -317,3 +318,61 @@ def test_beat_margin_is_validated() -> None:
             ForecastPruner(TARGET, rule="beat", margin_noise=bad)
     assert ForecastPruner(TARGET).margin_noise == 1.0
     assert np.isnan(late_noise(np.array([0.1, 0.2]))) and np.isnan(sweep_noise([]))
+
+
+PEER_RUN = [(0.6, 1), (0.7, 2), (0.75, 3), (0.8, 4), (0.4, 5), (0.79, 6), (0.65, 7)]  # (ceiling, seed)
+
+
+def test_peers_decide_before_the_inflection() -> None:
+    curves = [_curve(a, seed=s) for a, s in PEER_RUN]
+    plain = ForecastPruner(TARGET, rule="beat")
+    peers = ForecastPruner(TARGET, rule="beat", peers=3)
+    s0 = optuna.create_study(direction="maximize", pruner=plain)
+    s3 = optuna.create_study(direction="maximize", pruner=peers)
+    # The sweep forecast waits for 2x C_mid (step 80) and keeps the 0.79 ceiling (P ~0.5); the
+    # peers (4 COMPLETE trials on the same schedule) decide at the 8th report, C_mid itself, and
+    # read the 0.79 ceiling as 2 noise sds short of the 0.80 incumbent (the margin is 1 sd).
+    assert _replay(s0, curves) == [-1, -1, -1, -1, 80, -1, 80]
+    assert _replay(s3, curves) == [-1, -1, -1, -1, 40, 130, 40]
+    assert plain.probability(s0, s0.trials[5]) > 0.4
+    p = peers.probability(s3, s3.trials[5])
+    assert 0.0 < p < peers.min_probability
+    # The probability is the peer forecast's, from the 4 COMPLETE trials at the trial's compute.
+    done = [t for t in s3.trials if t.state == TrialState.COMPLETE]
+    upto = max(s3.trials[5].intermediate_values)
+    xs = [smoothed_at(*_steps_values(t), upto) for t in done]
+    bar = max(float(t.value or 0.0) for t in done) - sweep_noise([_steps_values(t)[1] for t in done])
+    own = smoothed_at(*_steps_values(s3.trials[5]), upto)
+    want = exceed_probability(peer_forecast(own, xs, [float(t.value or 0.0) for t in done]), bar)
+    assert p == pytest.approx(want)
+    # Minimised losses are mirrored: the same decisions.
+    mini = optuna.create_study(direction="minimize", pruner=ForecastPruner(TARGET, rule="beat", peers=3))
+    assert _replay(mini, [1.0 - y for y in curves]) == [-1, -1, -1, -1, 40, 130, 40]
+
+
+def _steps_values(t: optuna.trial.FrozenTrial) -> tuple[np.ndarray, np.ndarray]:
+    steps = sorted(t.intermediate_values)
+    return np.asarray(steps, dtype=np.float64), np.array([t.intermediate_values[s] for s in steps])
+
+
+@pytest.mark.parametrize("seeds", [(1, 2, 3, 4, 5), (6, 7, 8, 9, 10), (11, 12, 13, 14, 15)])
+def test_peers_keep_the_close_call(seeds: tuple[int, ...]) -> None:
+    # The guard's close call with peers in play: a 0.81 (and a 0.80) ceiling after four COMPLETE
+    # trials up to 0.80 is never pruned.
+    for last in (0.81, 0.8):
+        curves = [_curve(a, seed=s) for a, s in zip((0.6, 0.7, 0.75, 0.8, last), seeds, strict=True)]
+        study = optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET, rule="beat", peers=3))
+        assert _replay(study, curves) == [-1] * 5
+
+
+def test_peers_validated_and_off_by_default() -> None:
+    assert ForecastPruner(TARGET).peers == 0
+    for bad in (1, -1, 2.5, True):
+        with pytest.raises(ConfigError, match="peers"):
+            ForecastPruner(TARGET, rule="beat", peers=bad)  # type: ignore[arg-type]
+    # With fewer COMPLETE trials than `peers` the sweep forecast decides, exactly as without peers
+    # (the 0.4 and 0.79 ceilings see 4); the 0.65 ceiling sees 5 and its peers decide at C_mid.
+    assert _replay(
+        optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET, rule="beat", peers=5)),
+        [_curve(a, seed=s) for a, s in PEER_RUN],
+    ) == [-1, -1, -1, -1, 80, -1, 40]

@@ -146,3 +146,10 @@ def test_the_beat_rule_margin_is_a_pruner_option(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         make_pruner(load_sweep(_write(tmp_path, {"space": {"optimizer.lr": LR}, "pruner": bad})))
     assert "optuna.pruner.options.margin_noise" in str(info.value) and "-1" in str(info.value)
+    peers = {"type": "forecast", "options": {"rule": "beat", "peers": 3}}
+    pruner = make_pruner(load_sweep(_write(tmp_path, {"space": {"optimizer.lr": LR}, "pruner": peers})))
+    assert pruner.peers == 3  # type: ignore[attr-defined]
+    one = {"type": "forecast", "options": {"rule": "beat", "peers": 1}}
+    with pytest.raises(ConfigError) as info:
+        make_pruner(load_sweep(_write(tmp_path, {"space": {"optimizer.lr": LR}, "pruner": one})))
+    assert "optuna.pruner.options.peers" in str(info.value) and "1" in str(info.value)

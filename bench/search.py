@@ -68,7 +68,10 @@ trials once k of them reached the trial's compute, :mod:`scalerl.harness.analysi
 comparison column is then the choice without peers. Written before the first such run
 (2026-11-26 13:35 UTC): the pruner's ``peers`` default changes from 0 only if the held-out
 choice keeps the best pruned <= 5% and regret <= Median's in both samplers and spends less
-than the choice without peers in both. ``--reliability``
+than the choice without peers in both. ``--beat-finished 0 1`` adds the finished-sweep
+calibration axis (1: ``finished_calibration`` = the fold's, fitted like the library's
+``FINISHED_SWEEP_CALIBRATION`` on the other sources; the comparison column is then the choice
+without it). ``--reliability``
 checks P(beat) against outcomes (:func:`reliability`): every prefix the beat rule would decide on,
 with every other curve of the pool as a COMPLETE trial, each source with its held-out calibrations.
 
@@ -133,11 +136,13 @@ from scalerl.harness.analysis.forecaster import (
 )
 from scalerl.harness.analysis.hierarchical import (
     DEFAULT_SWEEP,
+    FINISHED_SWEEP_CALIBRATION,
     SWEEP_CALIBRATION,
     SWEEP_MEMBERS,
     Prior,
     SweepSettings,
     point_forecast_with_prior,
+    siblings_finished,
     sweep_priors,
 )
 from scalerl.harness.optuna import ForecastPruner
@@ -367,6 +372,7 @@ class Calibrations:
 
     single: IntervalCalibration = LINEAR_CALIBRATION
     sweep: IntervalCalibration = SWEEP_CALIBRATION
+    finished: IntervalCalibration = FINISHED_SWEEP_CALIBRATION  # siblings ran on (siblings_finished)
 
 
 SHIPPED = Calibrations()  # the pruner's defaults, fitted on all four sources
@@ -415,10 +421,11 @@ class BeatSetting:
     cal: Calibrations = SHIPPED
     margin_noise: float = 0.0
     peers: int = 0
+    finished: bool = False  # finished_calibration = cal.finished (else None: the sweep one)
 
     @property
     def label(self) -> str:
-        tail = f" peers{self.peers}" if self.peers else ""
+        tail = (f" peers{self.peers}" if self.peers else "") + (" fin" if self.finished else "")
         return f"beat p<{self.p:g} x{self.margin:g} {self.min_points}pt -{self.margin_noise:g}sd{tail}"
 
     def factory(self) -> PrunerFactory:
@@ -434,6 +441,7 @@ class BeatSetting:
                 peers=self.peers,
                 calibration=self.cal.single,
                 sweep_calibration=self.cal.sweep,
+                finished_calibration=self.cal.finished if self.finished else None,
             )
 
         return make
@@ -824,7 +832,7 @@ def loso_calibrations(n_jobs: int) -> dict[str | None, Calibrations]:
     """Per held-out source (None: none held out), the single-curve and sweep calibrations fitted
     on the other sources' curves exactly as ``bench/forecast_sweep.py`` fits them (backtests cut at
     1/30, 10, 25, 50, 75% of each curve; the sweep forecast with same-stage and finished siblings)."""
-    from forecast_sweep import CAL_CUTS, SWEEP_GRID, cases, sweeps_of
+    from forecast_sweep import CAL_CUTS, SWEEP_GRID, cases, loso_fit, sweeps_of
 
     curves = load_real()
     cs = cases(curves, sweeps_of(curves), CAL_CUTS)
@@ -838,6 +846,14 @@ def loso_calibrations(n_jobs: int) -> dict[str | None, Calibrations]:
         for m in ("same", "finished")
         for pf, c, g in zip(made[m], cs, src, strict=True)
         if pf.names == SWEEP_MEMBERS
+    ]
+    # The finished-sweep calibration as the library's is fitted (bench/forecast_sweep.py): the
+    # sweep forecasts siblings_finished calls finished, either sibling setting, nested objective.
+    far = [
+        (pf, c)
+        for m in ("same", "finished")
+        for pf, c in zip(made[m], cs, strict=True)
+        if pf.names == SWEEP_MEMBERS and siblings_finished(c.x, c.same_stage if m == "same" else c.finished)
     ]
     out: dict[str | None, Calibrations] = {}
     for held in (*SOURCES, None):
@@ -853,6 +869,7 @@ def loso_calibrations(n_jobs: int) -> dict[str | None, Calibrations]:
                 trend_weights=SWEEP_GRID["trend_weights"],
                 sibling_weights=SWEEP_GRID["sibling_weights"],
             ),
+            loso_fit([p for p, _ in far], [c for _, c in far], curves, str(held), True, **SWEEP_GRID)[0],
         )
     return out
 
@@ -873,6 +890,7 @@ def beat(
     noises: Sequence[float] = BEAT_MARGINS,
     inflections: Sequence[float] = (2.0,),
     peer_counts: Sequence[int] = (0,),
+    finished: Sequence[bool] = (False,),
 ) -> None:
     """The beat rule's threshold chosen leave-one-source-out (calibrations too), scored held out
     next to Median, Hyperband and the bound rule's defaults (see the module docstring). ``ps``,
@@ -884,20 +902,25 @@ def beat(
     cals = loso_calibrations(n_jobs)
     t_cal = time.perf_counter() - t0
     grid = [
-        BeatSetting(p, n, margin=f, margin_noise=m, peers=k)
+        BeatSetting(p, n, margin=f, margin_noise=m, peers=k, finished=fin)
         for p in ps
         for n in BEAT_POINTS
         for m in noises
         for f in inflections
         for k in peer_counts
+        for fin in finished
     ]
     extended = len(inflections) > 1
     by_peers = not extended and len(peer_counts) > 1
+    by_fin = not extended and not by_peers and len(finished) > 1
     comparison = "inflection 2" if extended else ("no peers" if by_peers else "margin 0")
+    comparison = "sweep calibration only" if by_fin else comparison
 
     def previous(g: BeatSetting) -> bool:  # the settings of the grid this run extends
         if extended:
             return g.margin == 2.0
+        if by_fin:
+            return not g.finished
         return g.peers == 0 if by_peers else g.margin_noise == 0
 
     with memoised():
@@ -971,15 +994,16 @@ def beat(
     )
     print(
         f"\ngrid: p in {tuple(ps)} x min_points {BEAT_POINTS} x margin_noise {tuple(noises)} x inflection "
-        f"margin {tuple(inflections)} x peers {tuple(peer_counts)}; passing the synthetic "
+        f"margin {tuple(inflections)} x peers {tuple(peer_counts)} x finished {tuple(finished)}; "
+        "passing the synthetic "
     )
     print(f"guard (passes_guard): {', '.join(g.label for g in guarded) or 'none'}")
     print("\n### Calibrations fitted without the held-out source\n")
-    print("| held out | single-curve forecast | sweep forecast |")
-    print("|---|---|---|")
+    print("| held out | single-curve forecast | sweep forecast | sweep forecast, siblings ran on |")
+    print("|---|---|---|---|")
     for fold in (*SOURCES, None):
         c, name = cals[fold], "(none)" if fold is None else SHORT[fold]
-        print(f"| {name} | {_cal_label(c.single)} | {_cal_label(c.sweep)} |")
+        print(f"| {name} | {_cal_label(c.single)} | {_cal_label(c.sweep)} | {_cal_label(c.finished)} |")
     print(
         f"\n### Selection on the other three sources (random order, {select_seeds} seeds): compute vs none / "
         f"same best / best pruned / regret; chosen: least compute with same best >= {BEAT_FLOOR:.0%} "
@@ -1298,6 +1322,13 @@ def main() -> None:
         "--beat-inflections", type=float, nargs="+", help="--beat: inflection_margin grid (default 2)"
     )
     ap.add_argument("--beat-peers", type=int, nargs="+", help="--beat: peers grid (0: off; default 0)")
+    ap.add_argument(
+        "--beat-finished",
+        type=int,
+        nargs="+",
+        choices=(0, 1),
+        help="--beat: 1 = the finished-sweep calibration where siblings ran on (default 0)",
+    )
     ap.add_argument("--reliability", action="store_true", help="check P(beat) against outcomes")
     ap.add_argument(
         "--reliability-peers", type=int, default=0, help="--reliability: the peer rule's P (peers >= this)"
@@ -1321,6 +1352,7 @@ def main() -> None:
             noises=args.beat_noise or BEAT_MARGINS,
             inflections=args.beat_inflections or (2.0,),
             peer_counts=args.beat_peers or (0,),
+            finished=tuple(bool(f) for f in args.beat_finished or (0,)),
         )
         return
     if args.reliability:

@@ -38,6 +38,7 @@ from scalerl.harness.analysis.hierarchical import (
     SWEEP_CALIBRATION,
     SweepSettings,
     point_forecast_with_prior,
+    siblings_finished,
     sweep_priors,
 )
 from scalerl.harness.analysis.peers import exceed_probability, peer_forecast, smoothed_at
@@ -79,6 +80,7 @@ class BeatForecast:
     method: Literal["sweep", "single"]
     ok: bool
     past_inflection: bool
+    finished: bool = False  # the unit is ``finished_calibration``'s (siblings ran on past it)
 
 
 def central_level(score: float, calibration: IntervalCalibration) -> float:
@@ -231,6 +233,15 @@ class ForecastPruner(BasePruner):
     :data:`~scalerl.harness.analysis.hierarchical.SWEEP_CALIBRATION`) the sweep forecasts'; a
     benchmark passes calibrations fitted without the curves it scores.
 
+    ``finished_calibration`` (default None: ``sweep_calibration`` for every sweep forecast) is the
+    interval calibration for a sweep forecast whose siblings ran on past the trial (at least 2 of
+    them to 2x its last compute: :func:`~scalerl.harness.analysis.hierarchical.siblings_finished`;
+    e.g. :data:`~scalerl.harness.analysis.hierarchical.FINISHED_SWEEP_CALIBRATION`). Off by
+    default: leave-one-source-out (``bench/search.py --beat-finished 0 1``) its narrower intervals
+    bought compute only at the price of pruning the best more often (held out with it in the grid
+    0.70x / 7.1% best pruned, without 0.77x / 1.4%; bench/README.md, "The finished-sweep
+    calibration in the pruner").
+
     Cost: at most one batched forecast of the trial and of the references that reported new
     values since their last forecast per call (each forecast is a few milliseconds; with
     ``rule="beat"`` one sweep forecast of the trial, tens of milliseconds). Thread-safe: one lock
@@ -257,6 +268,7 @@ class ForecastPruner(BasePruner):
         peers: int = 0,
         calibration: IntervalCalibration = LINEAR_CALIBRATION,
         sweep_calibration: IntervalCalibration = SWEEP_CALIBRATION,
+        finished_calibration: IntervalCalibration | None = None,
     ) -> None:
         if not (math.isfinite(target) and target > 0):
             raise ConfigError(
@@ -282,7 +294,10 @@ class ForecastPruner(BasePruner):
                 value=peers,
                 fix="use 0 or e.g. 3",
             )
-        for name, cal in (("calibration", calibration), ("sweep_calibration", sweep_calibration)):
+        named = [("calibration", calibration), ("sweep_calibration", sweep_calibration)]
+        if finished_calibration is not None:
+            named.append(("finished_calibration", finished_calibration))
+        for name, cal in named:
             if not isinstance(cal, IntervalCalibration):
                 raise ConfigError(
                     "must be an IntervalCalibration",
@@ -335,6 +350,7 @@ class ForecastPruner(BasePruner):
         self.peers = int(peers)
         self.calibration = calibration
         self.sweep_calibration = sweep_calibration
+        self.finished_calibration = finished_calibration
         self.sweep_settings: SweepSettings = DEFAULT_SWEEP
         self._cache: dict[tuple[str, int], TrialForecast] = {}  # (study name, trial number) -> latest
         self._beat: dict[tuple[str, int], BeatForecast] = {}
@@ -428,8 +444,14 @@ class ForecastPruner(BasePruner):
         own = self._beat_forecast(study.study_name, trial, sibs, minimize)
         if not own.ok or (self.require_inflection and not own.past_inflection):
             return math.nan
-        cal = self.sweep_calibration if own.method == "sweep" else self.calibration
-        return beat_probability(own.value, own.unit, bar, cal)
+        return beat_probability(own.value, own.unit, bar, self._calibration_of(own))
+
+    def _calibration_of(self, f: BeatForecast) -> IntervalCalibration:
+        if f.method == "single":
+            return self.calibration
+        if f.finished and self.finished_calibration is not None:
+            return self.finished_calibration
+        return self.sweep_calibration
 
     def _peer_probability(
         self, trial: FrozenTrial, completed: Sequence[FrozenTrial], bar: float, minimize: bool
@@ -471,7 +493,18 @@ class ForecastPruner(BasePruner):
                 pf, method = point_forecast_many([curve], at)[0], "single"
             else:
                 pf, method = point_forecast_with_prior([curve], at, prior, siblings=[sib_curves])[0], "sweep"
-            cal = self.sweep_calibration if method == "sweep" else self.calibration
+            finished = (
+                method == "sweep"
+                and self.finished_calibration is not None
+                and siblings_finished(curve[0], sib_curves)
+            )
+            cal = self.calibration
+            if method == "sweep":
+                cal = (
+                    self.finished_calibration
+                    if finished and self.finished_calibration
+                    else self.sweep_calibration
+                )
             unit = float(pf.unit(cal)[0]) if pf.status == "ok" else math.nan
             value = float(pf.value[0])
             out = BeatForecast(
@@ -482,6 +515,7 @@ class ForecastPruner(BasePruner):
                 method="sweep" if method == "sweep" else "single",
                 ok=pf.status == "ok" and math.isfinite(value) and math.isfinite(unit),
                 past_inflection=self._past_inflection([curve])[0],
+                finished=finished,
             )
             self._beat[key] = out
             return out

@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from scalerl.harness.analysis.curve import sigmoid_curve
 from scalerl.harness.analysis.forecaster import LINEAR_CALIBRATION
-from scalerl.harness.analysis.hierarchical import SWEEP_CALIBRATION
+from scalerl.harness.analysis.hierarchical import FINISHED_SWEEP_CALIBRATION, SWEEP_CALIBRATION
 from scalerl.harness.analysis.peers import exceed_probability, peer_forecast, smoothed_at
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.importers import read_curves
@@ -376,3 +376,26 @@ def test_peers_validated_and_off_by_default() -> None:
         optuna.create_study(direction="maximize", pruner=ForecastPruner(TARGET, rule="beat", peers=5)),
         [_curve(a, seed=s) for a, s in PEER_RUN],
     ) == [-1, -1, -1, -1, 80, -1, 40]
+
+
+def test_finished_calibration_where_siblings_ran_on() -> None:
+    # Two COMPLETE trials ran to 200; the fourth trial is decided at 80-100: its siblings ran on to
+    # 2x its last compute, so with finished_calibration set its interval is that calibration's.
+    pruner = ForecastPruner(TARGET, rule="beat", finished_calibration=FINISHED_SWEEP_CALIBRATION)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    stops = _replay(study, GUARD)
+    assert stops[0] == -1 and stops[2] == -1 and 0 < stops[3] <= 100
+    last = study.trials[3]
+    f = pruner._beat[(study.study_name, last.number)]
+    assert f.method == "sweep" and f.finished
+    sibs = [t for t in study.trials[:3] if len(t.intermediate_values) >= pruner.min_points]
+    again = pruner._beat_forecast(study.study_name, last, sibs, False)
+    assert again == f  # cached, and the same forecast
+    # Off by default: the same study read with the sweep calibration, flagged not finished.
+    plain = ForecastPruner(TARGET, rule="beat")
+    g = plain._beat_forecast(study.study_name, last, sibs, False)
+    assert not g.finished and g.value == pytest.approx(f.value)
+    # The 90% half-width (unit x the calibration's 90% quantile) is the finished one's, narrower.
+    assert f.unit * FINISHED_SWEEP_CALIBRATION.quantile(0.9) < g.unit * SWEEP_CALIBRATION.quantile(0.9)
+    with pytest.raises(ConfigError, match="finished_calibration"):
+        ForecastPruner(TARGET, rule="beat", finished_calibration=0.9)  # type: ignore[arg-type]

@@ -152,6 +152,14 @@ class Case:
     same_stage: list[tuple[np.ndarray, np.ndarray]]
     finished: list[tuple[np.ndarray, np.ndarray]]
 
+    def siblings(self, mode: str) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The siblings of sibling setting ``mode`` (``same``: cut at this case's cut; else whole)."""
+        return self.same_stage if mode == "same" else self.finished
+
+    def ran_on(self, mode: str) -> bool:
+        """Whether the library would call this forecast's sweep finished (``siblings_finished``)."""
+        return siblings_finished(self.x, self.siblings(mode))
+
 
 def cases(curves: Sequence[RealCurve], groups: Sequence[str], cuts: Sequence[float]) -> list[Case]:
     out = []
@@ -183,7 +191,7 @@ def forecasts(cs: Sequence[Case], mode: str, kappa: float) -> list[PointForecast
     at = [c.x_test for c in cs]
     if mode == "single":
         return point_forecast_many(curves, at)
-    sibs = [c.same_stage if mode == "same" else c.finished for c in cs]
+    sibs = [c.siblings(mode) for c in cs]
     priors = sweep_priors(sibs, SweepSettings(kappa=kappa))
     return point_forecast_with_prior(curves, at, priors, siblings=sibs)
 
@@ -360,7 +368,7 @@ def coverage_block(
         if fixed is not None:
             cal, objective = fixed, "worst"
         else:
-            cal, objective = loso_fit(fit_pfs, fit_cs, curves, src, nested and fixed is None, **grid)
+            cal, objective = loso_fit(fit_pfs, fit_cs, curves, src, nested, **grid)
         out[src] = coverage_table([pfs[k] for k in te], [cs[k].y_test for k in te], cal)
         rows.append((src, cal_label(cal, objective if nested else None), out[src]))
     print_coverage(title, rows)
@@ -604,13 +612,7 @@ def main() -> None:
     # on such forecasts of either setting), every other forecast the shared one (the procedure
     # of SWEEP_CALIBRATION: both settings, worst gap, no own-error term).
     classes = {
-        mode: [
-            "finished"
-            if siblings_finished(c.x, c.same_stage if mode == "same" else c.finished)
-            else "same-stage"
-            for c in used[mode][1]
-        ]
-        for mode, _ in settings
+        mode: ["finished" if c.ran_on(mode) else "same-stage" for c in used[mode][1]] for mode, _ in settings
     }
     far = [
         (p, c)

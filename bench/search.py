@@ -142,7 +142,6 @@ from scalerl.harness.analysis.hierarchical import (
     Prior,
     SweepSettings,
     point_forecast_with_prior,
-    siblings_finished,
     sweep_priors,
 )
 from scalerl.harness.optuna import ForecastPruner
@@ -853,7 +852,7 @@ def loso_calibrations(n_jobs: int) -> dict[str | None, Calibrations]:
         (pf, c)
         for m in ("same", "finished")
         for pf, c in zip(made[m], cs, strict=True)
-        if pf.names == SWEEP_MEMBERS and siblings_finished(c.x, c.same_stage if m == "same" else c.finished)
+        if pf.names == SWEEP_MEMBERS and c.ran_on(m)
     ]
     out: dict[str | None, Calibrations] = {}
     for held in (*SOURCES, None):
@@ -910,18 +909,16 @@ def beat(
         for k in peer_counts
         for fin in finished
     ]
-    extended = len(inflections) > 1
-    by_peers = not extended and len(peer_counts) > 1
-    by_fin = not extended and not by_peers and len(finished) > 1
-    comparison = "inflection 2" if extended else ("no peers" if by_peers else "margin 0")
-    comparison = "sweep calibration only" if by_fin else comparison
-
-    def previous(g: BeatSetting) -> bool:  # the settings of the grid this run extends
-        if extended:
-            return g.margin == 2.0
-        if by_fin:
-            return not g.finished
-        return g.peers == 0 if by_peers else g.margin_noise == 0
+    # The comparison column: the first axis with several values, held at the previous grid's value.
+    previous: Callable[[BeatSetting], bool]
+    if len(inflections) > 1:
+        comparison, previous = "inflection 2", lambda g: g.margin == 2.0
+    elif len(peer_counts) > 1:
+        comparison, previous = "no peers", lambda g: g.peers == 0
+    elif len(finished) > 1:
+        comparison, previous = "sweep calibration only", lambda g: not g.finished
+    else:
+        comparison, previous = "margin 0", lambda g: g.margin_noise == 0
 
     with memoised():
         guarded = [g for g in grid if passes_guard(g)]
@@ -1279,7 +1276,7 @@ def _reliability_pool(job: tuple[Pool, Calibrations, int]) -> list[tuple[bool, i
 def reliability(pools: Sequence[Pool], n_jobs: int, peers: int = 0) -> None:
     """Is P(beat) calibrated where the pruner uses it? Each source with its held-out calibrations;
     with ``peers`` > 0 the peer rule's P (no calibration: the other curves of the pool are the
-    peers; no margin), on every prefix of 3 reports or more."""
+    peers; no margin), on every prefix from the 5th report."""
     t0 = time.perf_counter()
     cals = loso_calibrations(n_jobs) if not peers else dict.fromkeys((*SOURCES, None), SHIPPED)
     with ProcessPoolExecutor(max(1, n_jobs)) as ex:

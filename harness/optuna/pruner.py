@@ -444,12 +444,13 @@ class ForecastPruner(BasePruner):
         own = self._beat_forecast(study.study_name, trial, sibs, minimize)
         if not own.ok or (self.require_inflection and not own.past_inflection):
             return math.nan
-        return beat_probability(own.value, own.unit, bar, self._calibration_of(own))
+        return beat_probability(own.value, own.unit, bar, self._calibration_of(own.method, own.finished))
 
-    def _calibration_of(self, f: BeatForecast) -> IntervalCalibration:
-        if f.method == "single":
+    def _calibration_of(self, method: str, finished: bool) -> IntervalCalibration:
+        """The calibration a beat forecast's interval unit and probability read."""
+        if method != "sweep":
             return self.calibration
-        if f.finished and self.finished_calibration is not None:
+        if finished and self.finished_calibration is not None:
             return self.finished_calibration
         return self.sweep_calibration
 
@@ -498,13 +499,7 @@ class ForecastPruner(BasePruner):
                 and self.finished_calibration is not None
                 and siblings_finished(curve[0], sib_curves)
             )
-            cal = self.calibration
-            if method == "sweep":
-                cal = (
-                    self.finished_calibration
-                    if finished and self.finished_calibration
-                    else self.sweep_calibration
-                )
+            cal = self._calibration_of(method, finished)
             unit = float(pf.unit(cal)[0]) if pf.status == "ok" else math.nan
             value = float(pf.value[0])
             out = BeatForecast(

@@ -735,12 +735,9 @@ class Sweep:
         if missing is not None:  # as `scalerl report`: no page of curves on an empty axis
             raise AnalysisError(missing)
         page = render_html(data)
-        tmp = out.with_name(f".{out.name}.tmp")
-        try:
-            tmp.write_text(page, encoding="utf-8")
-            tmp.replace(out)
-        finally:
-            tmp.unlink(missing_ok=True)
+        from scalerl.harness.atomicio import write_atomic
+
+        write_atomic(out, page)  # a reader never opens a half-written report
         return out.resolve()
 
     def figures(self, *, metric: str | None = None, axis: str | None = None) -> dict[str, go.Figure]:

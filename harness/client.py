@@ -26,6 +26,14 @@ Two ways to say which run the points belong to:
   exits is finished then: failed if it is exiting on an uncaught exception or a non-zero
   ``sys.exit``, else completed.
 
+A requeued or resubmitted attempt fences this one: its points and its finish are refused.
+``superseded()`` (or ``run.superseded``) turns True once the store refused a batch of this
+attempt's points; a training loop should then stop at once *without* saving a checkpoint, since
+the newer attempt resumes from and saves into the same place::
+
+    if client.superseded():
+        break  # a newer attempt owns this run
+
 Points are batched; ``flush()`` pushes them now, and they are flushed at interpreter exit.
 Not thread-safe: log from one thread.
 """
@@ -109,6 +117,16 @@ class Run:
         # Running totals of ``add_compute``; each unit starts from the store's value at resume_step.
         self._totals: dict[str, float] = {}
         self._at_resume: Mapping[str, float] = attached.compute_at_resume if attached else {}
+
+    @property
+    def superseded(self) -> bool:
+        """True once a newer attempt of this run took it over (the store refused a batch of this
+        attempt's points; :meth:`flush` to find out now): stop training, save no checkpoint."""
+        if self._writer is not None:
+            return bool(self._writer.fenced)
+        if self._store is None and self.run_id is not None:
+            return superseded()  # the harness launched this process: its writer
+        return False
 
     @property
     def owned(self) -> bool:
@@ -387,6 +405,14 @@ def _as_step(step: Any) -> Any:
     if isinstance(step, float) and math.isfinite(step) and step.is_integer():
         return int(step)
     return step
+
+
+def superseded() -> bool:
+    """True once a newer attempt of this process's run took it over (the store refused a batch of
+    its points): stop training at once and save no checkpoint. False before the first ``log``."""
+    if _active is not None and _active.owned:
+        return _active.superseded
+    return _writer is not None and bool(_writer.fenced)
 
 
 def flush() -> None:

@@ -19,11 +19,16 @@ stored name) keeps and renames only those it lists. Compute, cumulative like eve
 - ``wall_s`` and ``gpu_hours`` (wall time x ``args.world_size``): running totals of the time
   between logs, which go on from the store's values when ``init`` was given ``resume_step``.
 
+Once a newer attempt of the run takes it over (``run.superseded``), a single-process training
+stops after its step without saving (the newer attempt owns the output folder); under several
+processes every rank must agree to stop, so there it only warns and the lab's launcher decides.
+
 ``transformers`` is imported when the callback is made, never by ``scalerl.harness.client``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 import time
@@ -32,6 +37,8 @@ from typing import Any
 
 from scalerl.harness.client import Run
 from scalerl.harness.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 FLOPS_PER_TOKEN_PER_PARAM = 8.0  # 2N generation/forward + 6N training (scalerl.harness.rl.compute)
 # Not curves: the compute count itself, the epoch, and the summary ``Trainer.train`` logs at its end.
@@ -72,6 +79,7 @@ def scalerl_callback(
     class ScaleRLCallback(TrainerCallback):
         def __init__(self) -> None:
             self.last = time.perf_counter()
+            self.warned = False
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
             self.last = time.perf_counter()  # model loading is not training compute
@@ -99,6 +107,16 @@ def scalerl_callback(
                 compute,
                 add_compute={"wall_s": wall, "gpu_hours": wall * devices / 3600.0},
             )
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            if not run.superseded:
+                return
+            if max(1, int(getattr(args, "world_size", 1) or 1)) == 1:
+                control.should_save = False
+                control.should_training_stop = True
+            elif not self.warned:
+                log.warning("run %s: a newer attempt took it over; stop this job", run.run_id)
+                self.warned = True
 
         def on_train_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
             run.flush()

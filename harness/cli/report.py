@@ -62,13 +62,11 @@ def run_report(args: argparse.Namespace) -> int:
     if missing is not None:  # a page of curves on an empty axis would pass for a report
         raise AnalysisError(missing)
     page = render_html(data)
-    # Write beside the target and rename, so a reader never opens a half-written report.
-    tmp = out.with_name(f".{out.name}.tmp")
+    from scalerl.harness.atomicio import write_atomic
+
     try:
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(out)
+        write_atomic(out, page)  # a reader never opens a half-written report; nothing half-written stays
     except OSError as err:
-        tmp.unlink(missing_ok=True)  # nothing half-written stays behind
         raise ConfigError(f"cannot write the report ({err.strerror})", field="--output", value=str(out),
                           fix="pick a writable file path") from None  # fmt: skip
     size_mb = out.stat().st_size / 1e6

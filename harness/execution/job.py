@@ -24,7 +24,9 @@ thread and calls :meth:`SweepJob.checkpoint`. That sets the ``stop`` event, wait
 its points, logs a ``requeued`` event, and returns a fresh ``SweepJob`` for submitit to requeue.
 The next attempt resumes from ``workdir/checkpoint``. If the grace runs out, the periodic
 checkpoint (``checkpoint_every_steps``) is the fallback, and attempt fencing rejects anything the
-superseded process still writes, so the curve has neither gaps nor duplicates.
+superseded process still writes, so the curve has neither gaps nor duplicates. The superseded
+attempt itself ends as soon as it sees the fence (:class:`Fence`): its runner stops without a
+checkpoint, since its successor resumes from and checkpoints into the same folder.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -51,6 +54,8 @@ from scalerl.harness.execution.spec import RunSpec
 log = logging.getLogger(__name__)
 
 ERROR_TAIL_CHARS = 4000
+# How often a running attempt reads whether a newer one took its run over (Fence).
+FENCE_CHECK_S = 30.0
 T = TypeVar("T")
 
 
@@ -155,6 +160,7 @@ def execute(
         stop=stop,
         db_url=spec.db_url,
         note=lambda kind, detail: _note(store, spec.run_id, kind, detail),
+        superseded=Fence(store, spec.run_id, attempt, writer),
     )
     try:
         outcome = runner.run(ctx)
@@ -180,6 +186,38 @@ def execute(
         return "cancelled"  # `scalerl cancel` won the race with the last step: it stays cancelled
     fail_if_no_points(store, spec, attempt)
     return "completed" if store.finish_run(spec.run_id, attempt, "completed") else "superseded"
+
+
+class Fence:
+    """``ctx.superseded``: whether a newer attempt took the run over. The writer's fence shows it
+    at this attempt's next batch of points; a trainer that reports through the client (its own
+    writer) or rarely logs shows the writer nothing, so the store's attempt counter is also read,
+    at most every ``every_s`` seconds (one indexed read per job and interval)."""
+
+    def __init__(self, store: Any, run_id: str, attempt: int, writer: Any, every_s: float = FENCE_CHECK_S):
+        self.store, self.run_id, self.attempt, self.writer, self.every_s = (
+            store,
+            run_id,
+            attempt,
+            writer,
+            every_s,
+        )
+        self._next = time.monotonic() + every_s
+        self._newer = False
+
+    def __call__(self) -> bool:
+        if self._newer or self.writer.fenced:
+            return True
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + self.every_s
+            try:
+                run = self.store.get_run(self.run_id)
+            except Exception:  # the store is unreachable (the writer spools meanwhile): ask later
+                log.debug("run %s: reading its attempt failed; asking again later", self.run_id)
+                return False
+            self._newer = run is not None and run.attempts > self.attempt
+        return self._newer
 
 
 def _note(store: Any, run_id: str, kind: str, detail: Mapping[str, Any]) -> None:

@@ -9,7 +9,6 @@ that submitted it, except ``workdir`` (which must be on a filesystem the job can
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,12 +87,10 @@ class RunSpec:
 
     def write(self, path: Path) -> None:
         """Write the spec file atomically, readable only by its owner (it may carry a DB URL)."""
+        from scalerl.harness.atomicio import PRIVATE, write_atomic
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(self.to_json())
-        os.replace(tmp, path)
+        write_atomic(path, self.to_json(), mode=PRIVATE)
 
     @classmethod
     def read(cls, path: Path) -> RunSpec:

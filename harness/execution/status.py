@@ -105,9 +105,14 @@ def poll_jobs(
 
 def sync(store: Any, sweep: str) -> dict[str, JobState]:
     """Poll every job of ``sweep`` and mark runs whose job died as failed; returns the job states."""
+    # The runs are read before the jobs are polled: a job state is then never older than the
+    # status it is judged against. Read after, a resubmission landing between the two (another
+    # terminal's `scalerl sweep`) would pair the new `submitted` status with the old job's end,
+    # and the fence (the attempt, still the old one's) would let that mark it failed.
+    records = _records(store, sweep)
     handles = latest_handles(store, sweep)
     states = poll_jobs(handles)
-    for rec in _records(store, sweep):
+    for rec in records:
         state = states.get(rec.run_id)
         if rec.status not in ("running", "submitted") or state not in (JobState.FINISHED, JobState.LOST):
             continue

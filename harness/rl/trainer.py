@@ -31,7 +31,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -418,6 +418,7 @@ def train(
     workdir: Path,
     stop: threading.Event | None = None,
     threads: int | None = None,
+    superseded: Callable[[], bool] | None = None,
 ) -> TrainResult:
     """Run ``recipe`` with ``seed`` to its budget, streaming evaluation points into ``sink``.
 
@@ -429,13 +430,18 @@ def train(
     workdir = Path(workdir)
     trainer = Trainer(recipe, seed, threads)
     try:
-        return _run(trainer, recipe, sink, workdir, stop)
+        return _run(trainer, recipe, sink, workdir, stop, superseded)
     finally:
         trainer.task.close()  # a dataset task's verifier worker process
 
 
 def _run(
-    trainer: Trainer, recipe: Recipe, sink: PointSink, workdir: Path, stop: threading.Event | None
+    trainer: Trainer,
+    recipe: Recipe,
+    sink: PointSink,
+    workdir: Path,
+    stop: threading.Event | None,
+    superseded: Callable[[], bool] | None = None,
 ) -> TrainResult:
     state = checkpoint.load(workdir)
     resumed_from = None
@@ -460,6 +466,15 @@ def _run(
         done = trainer.meter.value(budget.unit, trainer.step) >= budget.value
         if trainer.step % recipe.eval.every_steps == 0 or done:
             metrics = _emit(trainer, sink)
+        if superseded is not None and superseded():
+            # A newer attempt owns the run and this folder: no checkpoint, no more steps.
+            log.warning(
+                "a newer attempt took the run over at step %d; stopping without a checkpoint", trainer.step
+            )
+            sink.flush()
+            return TrainResult(
+                trainer.step, metrics, trainer.meter.snapshot(), resumed_from, True, "superseded"
+            )
         if stop is not None and stop.is_set():
             checkpoint.save(workdir, trainer.state_dict())
             stopped, reason = True, "stop requested"

@@ -2,6 +2,8 @@
 
 - ``forecast``: :func:`scalerl.harness.analysis.forecast_curve` at ``objective.at`` (the ensemble and its
   calibrated interval, chosen by ``bench/forecast.py``); the interval is recorded beside the value.
+  A rate metric's forecast is clipped to [0, 1] by the rule ``scalerl forecast`` uses
+  (:func:`scalerl.harness.analysis.bounds.resolve_bounds`), so no trial scores above a perfect run.
 - ``fitted_a``: the sigmoid's ceiling (:func:`scalerl.harness.analysis.fit_sigmoid`, the sweep's window);
   a fit that cannot pin its ceiling (``pre-inflection``, flat) has no objective.
 - ``final``: the mean of the last three points (what a lab reads off a finished run).
@@ -42,9 +44,11 @@ def objective(spec: ObjectiveSpec, fit: FitSpec, compute: np.ndarray, values: np
         return Objective(float(np.mean(y[-3:])), {"kind": "final", "points": int(min(3, len(y)))})
     if spec.kind == "forecast":
         from scalerl.harness.analysis import forecast_curve
+        from scalerl.harness.analysis.bounds import resolve_bounds
 
         assert spec.at is not None  # ObjectiveSpec requires it
-        fc = forecast_curve(x, y, [spec.at], level=spec.level)
+        bounds = resolve_bounds(fit.metric, y)
+        fc = forecast_curve(x, y, [spec.at], level=spec.level, bounds=bounds.bounds)
         if fc.status != "ok":
             raise NoObjective(f"no forecast at {spec.at:g}: {fc.reason}")
         return Objective(
@@ -55,6 +59,7 @@ def objective(spec: ObjectiveSpec, fit: FitSpec, compute: np.ndarray, values: np
                 "lo": float(fc.lo[0]),
                 "hi": float(fc.hi[0]),
                 "level": spec.level,
+                "bounds": list(bounds.bounds) if bounds.bounds is not None else None,
             },
         )
     from scalerl.harness.analysis import fit_sigmoid

@@ -84,12 +84,10 @@ class WorkerSpec:
         return cls(**data)
 
     def write(self, path: Path) -> None:
+        from scalerl.harness.atomicio import PRIVATE, write_atomic
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may carry a DB URL
-        with os.fdopen(fd, "w") as fh:
-            fh.write(self.to_json())
-        os.replace(tmp, path)
+        write_atomic(path, self.to_json(), mode=PRIVATE)  # may carry a DB URL
 
 
 @dataclass

@@ -20,6 +20,7 @@ import os
 import random
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,9 +48,12 @@ def main() -> int:
 
     def save() -> None:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
-        tmp = ckpt.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"step": step}))
-        tmp.replace(ckpt)
+        # A temporary name of its own: an attempt being superseded may still be saving here, and a
+        # shared "state.tmp" would let one writer rename the other's file away mid-save.
+        fd, tmp = tempfile.mkstemp(dir=ckpt_dir, prefix=".state.", suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps({"step": step}))
+        os.replace(tmp, ckpt)
 
     stopping = False
 

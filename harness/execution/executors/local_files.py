@@ -87,15 +87,23 @@ def acquire_slot(max_parallel: int) -> IO[str] | None:
     return None
 
 
-def pid_alive(pid: int, marker: bytes = b"scalerl.harness.execution") -> bool:
+PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flags: a kernel thread
+
+
+def pid_alive(pid: int, marker: bytes = b"scalerl.harness.execution", proc: Path = Path("/proc")) -> bool:
     """True when ``pid`` is a live harness process whose command line holds ``marker`` (a job's,
-    by default; guards against pid reuse)."""
+    by default; guards against pid reuse). ``proc``: where procfs is (tests point it elsewhere)."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = (proc / str(pid) / "cmdline").read_bytes()
+        stat = (proc / str(pid) / "stat").read_text()
     except OSError:
         return False
+    fields = stat.rsplit(")", 1)[-1].split()  # after "pid (comm)": state, ppid, ..., flags (6th)
     # A zombie has exited; its parent (the scheduler) will reap it.
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+    if fields[0] == "Z":
         return False
+    if not cmdline:
+        # A user process reads an empty command line only inside execve (the scheduler's child
+        # becoming the job): it is alive. A kernel thread (a reused pid) has none for good.
+        return not int(fields[6]) & PF_KTHREAD
     return marker in cmdline

@@ -71,6 +71,32 @@ def _start(
     return _Running(proc, slot, run_id, gpus)
 
 
+def _reap(layout: LocalLayout, job: _Running) -> bool:
+    """If ``job`` exited: record its exit status, free its slot and GPUs; returns whether it did.
+
+    The exit file is keyed by run, so it is written only while the pid file still names this
+    process: when a killed attempt is reaped after a resubmission of its run already started the
+    next one, an exit file would make that live attempt read as finished, and ``sync`` would mark
+    the run failed before it started."""
+    rc = job.proc.poll()
+    if rc is None:
+        return False
+    try:
+        current = int(layout.pid_file(job.run_id).read_text().strip())
+    except (OSError, ValueError):
+        current = None
+    if current == job.proc.pid:
+        layout.exit_file(job.run_id).write_text(str(rc))
+    else:
+        log.info("run %s: an earlier attempt's process %d exited; a newer one runs", job.run_id, job.proc.pid)
+    release(job.slot)
+    job.slot.close()
+    if job.gpus is not None:
+        job.gpus.release()
+    log.info("run %s exited with %d", job.run_id, rc)
+    return True
+
+
 def _refuse(layout: LocalLayout, spec_path: Path, reason: str) -> None:
     """End a queued run that can never start: its log says why, its exit status is 2."""
     run_id = spec_path.stem.split("-", 1)[1]
@@ -94,15 +120,8 @@ def run_queue(layout: LocalLayout, max_parallel: int, threads: int) -> int:
     try:
         while True:
             for job in list(running):
-                rc = job.proc.poll()
-                if rc is not None:
-                    layout.exit_file(job.run_id).write_text(str(rc))
-                    release(job.slot)
-                    job.slot.close()
-                    if job.gpus is not None:
-                        job.gpus.release()
+                if _reap(layout, job):
                     running.remove(job)
-                    log.info("run %s exited with %d", job.run_id, rc)
             stalled = False
             for spec_path in layout.queued():
                 slot = acquire_slot(max_parallel)

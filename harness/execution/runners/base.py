@@ -6,6 +6,11 @@ A runner is looked up by the recipe's ``runner.type`` in :data:`RUNNERS`. Contra
   :attr:`Outcome.COMPLETED` when the run reached its budget, or :attr:`Outcome.STOPPED` when
   ``ctx.stop`` was set (preemption / time limit) and the run checkpointed so a later attempt can
   resume from ``ctx.workdir``.
+- ``ctx.superseded()`` turns True once a newer attempt of the run took over (the store fenced this
+  attempt's writes, seen at its next batch of points). The runner then ends at once, returning
+  :attr:`Outcome.STOPPED` *without* a checkpoint: the successor resumes from, and checkpoints
+  into, the same ``workdir``, and nothing this attempt still does can reach the store. Otherwise a
+  superseded process trains on to its budget (hours on a cluster) beside its successor.
 - A failure raises; the job body records the error text on the run.
 - It must be safe to call again on the same ``workdir`` after a stop or a crash (resume).
 """
@@ -15,7 +20,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -71,6 +76,8 @@ class RunContext:
     db_url: str | None
     # note(kind, detail): log an event on the run (the job wires it to the store); None: no store.
     note: Callable[[str, Mapping[str, Any]], None] | None = None
+    # superseded(): a newer attempt took the run over (the job wires it to its writer's fence).
+    superseded: Callable[[], bool] = field(default=lambda: False)
 
 
 class Runner(ABC):

@@ -148,7 +148,7 @@ class CommandRunner(Runner):
         lost = metrics.losses.freeze()
         if lost:
             self._report_losses(ctx, metrics_path, lost)
-        if ctx.stop.is_set():
+        if ctx.stop.is_set() or ctx.superseded():
             return Outcome.STOPPED
         if rc != 0:
             raise ExecutionError(
@@ -160,7 +160,9 @@ class CommandRunner(Runner):
     @staticmethod
     def _follow(ctx: RunContext, group: ProcessGroup, tail: Tails) -> int:
         """Tail the metrics while the command runs; returns its exit status. On ``stop`` the whole
-        group gets SIGTERM (save and exit), then SIGKILL after ``checkpoint_grace_s``."""
+        group gets SIGTERM (save and exit), then SIGKILL after ``checkpoint_grace_s``; once the
+        attempt is superseded, SIGKILL at once (a SIGTERM would have it checkpoint over its
+        successor's)."""
         stopping_since: float | None = None
         while True:
             rc = group.poll()
@@ -168,7 +170,9 @@ class CommandRunner(Runner):
                 ctx.sink.flush()
             if rc is not None:
                 break
-            if ctx.stop.is_set():
+            if ctx.superseded():
+                group.signal(signal.SIGKILL)
+            elif ctx.stop.is_set():
                 if stopping_since is None:
                     stopping_since = time.monotonic()
                     group.signal(signal.SIGTERM)

@@ -18,7 +18,12 @@ class ReferenceRunner(Runner):
         from scalerl.harness.rl import train  # heavy (torch): only inside the job
 
         result = train(
-            ctx.spec.typed_recipe(), ctx.spec.seed, sink=ctx.sink, workdir=ctx.workdir, stop=ctx.stop
+            ctx.spec.typed_recipe(),
+            ctx.spec.seed,
+            sink=ctx.sink,
+            workdir=ctx.workdir,
+            stop=ctx.stop,
+            superseded=ctx.superseded,
         )
         return Outcome.STOPPED if result.stopped else Outcome.COMPLETED
 

@@ -44,12 +44,12 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalerl.harness.atomicio import write_atomic
 from scalerl.harness.errors import ConfigError, ExecutionError, ImportFormatError
 from scalerl.harness.execution.runners.base import Outcome, RunContext, Runner, register_runner
 from scalerl.harness.execution.spec import RunSpec
@@ -321,10 +321,8 @@ def within_budget(points: Sequence[ReplayPoint], budget: BudgetConfig) -> list[R
 
 # --------------------------------------------------------------------------- the runner
 def _save(workdir: Path, step: int) -> None:
-    path = workdir / CHECKPOINT
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"step": step}))
-    os.replace(tmp, path)
+    # A superseded attempt may still be stopping in this folder: unique temporary names.
+    write_atomic(workdir / CHECKPOINT, json.dumps({"step": step}))
 
 
 @register_runner("replay")
@@ -356,6 +354,8 @@ class ReplayRunner(Runner):
         every = recipe.checkpoint_every_steps
         last = after
         for i, p in enumerate(todo):
+            if ctx.superseded():
+                return Outcome.STOPPED  # a newer attempt owns the run and its checkpoint
             if ctx.stop.is_set() or (delay and i and self._pause(ctx, delay)):
                 return self._stopped(ctx, last)
             if p.n:

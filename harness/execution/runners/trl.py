@@ -406,7 +406,11 @@ def _make_stream(
                 state.global_step % e.every_steps == 0 or state.global_step >= state.max_steps
             ):
                 self.evaluate(model, state.global_step)
-            if ctx.stop.is_set() and state.global_step < state.max_steps:
+            if ctx.superseded():  # a newer attempt owns the run and output_dir: no save
+                self.stopped = True
+                control.should_save = False
+                control.should_training_stop = True
+            elif ctx.stop.is_set() and state.global_step < state.max_steps:
                 self.stopped = True
                 control.should_save = True
                 control.should_training_stop = True

@@ -1,0 +1,232 @@
+"""A superseded attempt stops at once and leaves its successor's checkpoint alone: the store fences
+its writes already; without this it trained on to its budget (hours on a cluster) and kept
+checkpointing into the folder its successor resumes from."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from scalerl import db
+from scalerl.db import queries
+from scalerl.harness.execution.job import execute
+from scalerl.harness.execution.runners.base import Outcome, RunContext
+from scalerl.harness.execution.runners.command import CommandRunner
+from scalerl.harness.execution.runners.replay import CHECKPOINT, ReplayRunner
+from scalerl.harness.execution.spec import RunSpec
+from scalerl.harness.recipe.schema import Recipe
+from tests.unit.execution.helpers import TRAINER
+
+
+class FlippingSink:
+    """Takes points; ``superseded()`` turns True once ``after`` points came in."""
+
+    def __init__(self, after: int) -> None:
+        self.after, self.points = after, 0
+
+    def add(
+        self,
+        step: int,
+        metrics: Mapping[str, float],
+        compute: Mapping[str, float],
+        n: Mapping[str, int] | None = None,
+    ) -> None:
+        self.points += 1
+
+    def flush(self) -> None:
+        pass
+
+    def superseded(self) -> bool:
+        return self.points >= self.after
+
+
+def _trainer_argv(steps: int, checkpoint_every: int) -> list[str]:
+    return [
+        sys.executable, str(TRAINER), "--steps", str(steps), "--step-seconds", "0.02",
+        "--eval-every", "5", "--checkpoint-every", str(checkpoint_every),
+    ]  # fmt: skip
+
+
+def _spec(tmp_path: Path, runner: dict[str, Any], db_url: str | None = None) -> RunSpec:
+    recipe = Recipe.model_validate(
+        {"name": "sup", "runner": runner, "budget": {"value": 100_000, "unit": "steps"}}
+    )
+    return RunSpec(
+        sweep="sup", variant="baseline", knob=None, alternative=None, seed=0, run_id="r-s0",
+        recipe=recipe.model_dump(mode="json"), workdir=str(tmp_path / "work"), db_url=db_url,
+        checkpoint_grace_s=30.0,
+    )  # fmt: skip
+
+
+def test_a_superseded_command_is_killed_at_once_without_a_checkpoint(tmp_path: Path) -> None:
+    # Checkpoints only on SIGTERM and at its end: a stop would leave state.json, a kill none.
+    runner = {"type": "command", "argv": _trainer_argv(4000, 10**6), "metrics_file": "metrics.jsonl"}
+    spec = _spec(tmp_path, runner)
+    Path(spec.workdir).mkdir(parents=True)
+    sink = FlippingSink(after=2)
+    ctx = RunContext(spec, 1, sink, Path(spec.workdir), threading.Event(), None, superseded=sink.superseded)
+    t0 = time.monotonic()
+    assert CommandRunner().run(ctx) is Outcome.STOPPED
+    assert time.monotonic() - t0 < 40  # its 4000 steps take 80 s
+    assert not (Path(spec.workdir) / "checkpoint" / "state.json").exists()  # killed: it saved nothing
+
+
+def test_a_superseded_replay_stops_without_saving(tmp_path: Path) -> None:
+    source = tmp_path / "curve.jsonl"
+    source.write_text(
+        "".join(json.dumps({"step": s, "val/pass_rate": s / 1000}) + "\n" for s in range(1, 101))
+    )
+    spec = _spec(tmp_path, {"type": "replay", "file": str(source), "metrics": ["val/pass_rate"]})
+    work = Path(spec.workdir)
+    work.mkdir(parents=True)
+    seen: list[str | None] = []
+
+    class Recording(FlippingSink):
+        def add(self, *args: Any, **kwargs: Any) -> None:
+            super().add(*args, **kwargs)
+            if self.superseded():  # the checkpoint as the newer attempt finds it
+                seen.append((work / CHECKPOINT).read_text() if (work / CHECKPOINT).exists() else None)
+
+    sink = Recording(after=23)
+    ctx = RunContext(spec, 1, sink, work, threading.Event(), None, superseded=sink.superseded)
+    assert ReplayRunner().run(ctx) is Outcome.STOPPED
+    assert sink.points == 23  # not one point after
+    assert (work / CHECKPOINT).read_text() == seen[0]  # untouched since
+
+
+def test_the_job_ends_a_superseded_attempt_early_on_a_real_store(tmp_path: Path) -> None:
+    """The real path: a newer attempt starts while the first one trains; the first one's next
+    batch is fenced, its trainer is killed, and execute() says superseded long before its end."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    runner = {"type": "command", "argv": _trainer_argv(4000, 5), "metrics_file": "metrics.jsonl"}
+    spec = _spec(tmp_path, runner, db_url=url)
+    store = db.open_store(url)
+    store.ensure_sweep("sup", {})
+    store.register_run(db.RunRecord(spec.run_id, "sup", "baseline", 0, spec.recipe, "h"))
+    outcome: list[str] = []
+    first = threading.Thread(
+        target=lambda: outcome.append(execute(spec, executor="debug", stop=threading.Event()))
+    )
+    first.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and queries.point_count(store, spec.run_id) < 2:
+        time.sleep(0.1)
+    assert queries.point_count(store, spec.run_id) >= 2
+    assert store.start_attempt(spec.run_id) == 2  # the successor takes the run over
+    t0 = time.monotonic()
+    first.join(60)
+    assert outcome == ["superseded"] and time.monotonic() - t0 < 30  # 4000 steps would take 80 s
+    ckpt = Path(spec.workdir) / "checkpoint" / "state.json"
+    before = ckpt.read_text()
+    time.sleep(1.0)
+    assert ckpt.read_text() == before  # nobody of attempt 1 writes there any more
+    events = queries.events(store, "sup")
+    assert "fenced" in set(events["kind"]) and "failed" not in set(events["kind"])
+
+
+def test_the_trl_callback_stops_a_superseded_run_without_saving(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from scalerl.harness.execution.runners.trl import _make_stream
+
+    spec = _spec(tmp_path, {"type": "trl"})
+    fenced = {"now": False}
+    ctx = RunContext(
+        spec, 1, FlippingSink(10**9), tmp_path, threading.Event(), None, superseded=lambda: fenced["now"]
+    )
+    stream = _make_stream(ctx, spec.typed_recipe(), None, [], None, 1000, None)
+    args = SimpleNamespace(per_device_train_batch_size=4)
+    state = SimpleNamespace(global_step=3, max_steps=100)
+    control = SimpleNamespace(should_save=True, should_training_stop=False)  # a save_steps boundary
+    stream.on_step_end(args, state, control)
+    assert (control.should_save, control.should_training_stop, stream.stopped) == (True, False, False)
+    fenced["now"] = True
+    stream.on_step_end(args, state, control)
+    assert (control.should_save, control.should_training_stop, stream.stopped) == (False, True, True)
+
+
+def test_the_jobs_fence_reads_the_store_for_trainers_that_write_nothing_through_it(tmp_path: Path) -> None:
+    """A trainer reporting through the client writes nothing through the job's writer: the fence
+    still shows once the store's attempt counter moved on, read at most every ``every_s``."""
+    from scalerl.harness.execution.job import Fence
+
+    store = db.open_store(f"sqlite:///{tmp_path / 's.db'}")
+    store.ensure_sweep("s", {})
+    store.register_run(db.RunRecord("r1", "s", "baseline", 0, {}, "h"))
+    attempt = store.start_attempt("r1")
+
+    class Quiet:
+        fenced = False
+
+    eager, lazy = (
+        Fence(store, "r1", attempt, Quiet(), every_s=0.0),
+        Fence(store, "r1", attempt, Quiet(), every_s=3600),
+    )
+    assert (eager(), lazy()) == (False, False)
+    store.start_attempt("r1")  # a requeue took the run over
+    assert eager() is True and eager() is True  # and stays so
+    assert lazy() is False  # not asked again within its hour
+    loud = Quiet()
+    loud.fenced = True
+    assert Fence(store, "r1", attempt, loud, every_s=3600)() is True  # the writer's fence needs no read
+
+
+def test_a_harness_launched_client_sees_its_attempt_superseded(tmp_path: Path, monkeypatch: Any) -> None:
+    from scalerl.harness import client
+    from tests.unit.execution.helpers import client_run
+
+    store = client_run(tmp_path, monkeypatch)  # run r1, attempt 1, as the command runner launches it
+    monkeypatch.setattr(client, "_writer", None)
+    monkeypatch.setattr(client, "_active", None)
+    try:
+        assert client.superseded() is False  # nothing logged yet
+        client.log(1, {"val/pass_rate": 0.1}, compute={"flops": 1.0})
+        client.flush()
+        assert client.superseded() is False
+        store.start_attempt("r1")  # the requeued job
+        client.log(2, {"val/pass_rate": 0.2}, compute={"flops": 2.0})
+        client.flush()
+        assert client.superseded() is True
+    finally:
+        client.close()
+
+
+def test_an_attached_run_and_its_trl_callback_stop_once_superseded(tmp_path: Path, monkeypatch: Any) -> None:
+    from types import SimpleNamespace
+
+    from scalerl.harness import client
+    from scalerl.harness.client_trl import scalerl_callback
+    from scalerl.harness.execution import attach
+
+    for key in ("SCALERL_RUN_ID", "SCALERL_ATTEMPT", "SCALERL_DB_URL", "RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("SCALERL_SPOOL_DIR", str(tmp_path / "spool"))
+    monkeypatch.setattr(client, "_active", None)
+    monkeypatch.setattr(attach, "code_dir", lambda: tmp_path)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    first = client.init(sweep="s", seed=0, config={"lr": 1.0}, db=url)
+    callback = scalerl_callback(first)
+    args = SimpleNamespace(world_size=1)
+    control = SimpleNamespace(should_save=True, should_training_stop=False)
+    first.log(0, {"val/pass_rate": 0.1}, compute={"flops": 1.0})
+    first.flush()
+    callback.on_step_end(args, None, control)
+    assert (first.superseded, control.should_save, control.should_training_stop) == (False, True, False)
+    monkeypatch.setattr(client, "_active", None)
+    second = client.init(sweep="s", seed=0, config={"lr": 1.0}, db=url, resume_step=0)
+    first.log(1, {"val/pass_rate": 0.2}, compute={"flops": 2.0})
+    first.flush()
+    assert first.superseded is True and second.superseded is False
+    callback.on_step_end(args, None, control)
+    assert (control.should_save, control.should_training_stop) == (False, True)
+    many = SimpleNamespace(should_save=True, should_training_stop=False)
+    callback.on_step_end(SimpleNamespace(world_size=4), None, many)  # ranks must agree: only a warning
+    assert (many.should_save, many.should_training_stop) == (True, False)
+    assert first.finish() == "superseded"
+    second.log(1, {"val/pass_rate": 0.3}, compute={"flops": 2.0})
+    assert second.finish() == "completed"

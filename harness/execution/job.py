@@ -151,6 +151,7 @@ def execute(
         attempt_box.append(attempt)
     _note_scheduler_requeue(store, spec, executor, existing)
     writer = store.writer(spec.run_id, attempt)
+    fence = Fence(store, spec.run_id, attempt, writer)
     sink = writer if tap is None else _Tapped(writer, tap)
     ctx = RunContext(
         spec=spec,
@@ -160,7 +161,7 @@ def execute(
         stop=stop,
         db_url=spec.db_url,
         note=lambda kind, detail: _note(store, spec.run_id, kind, detail),
-        superseded=Fence(store, spec.run_id, attempt, writer),
+        superseded=fence,
     )
     try:
         outcome = runner.run(ctx)
@@ -170,11 +171,11 @@ def execute(
             writer.close()
         except Exception:  # the original failure is the one to report
             log.exception("flushing points of failed run %s", spec.run_id)
-        if writer.fenced:
+        if fence.seen:
             return "superseded"
         store.finish_run(spec.run_id, attempt, "failed", error=error_text(exc))
         raise
-    if writer.fenced:
+    if fence.seen:
         # A newer attempt owns the run now (the store rejected our points); go quietly.
         log.warning("run %s attempt %d was superseded; not finishing it", spec.run_id, attempt)
         return "superseded"
@@ -194,19 +195,19 @@ class Fence:
     writer) or rarely logs shows the writer nothing, so the store's attempt counter is also read,
     at most every ``every_s`` seconds (one indexed read per job and interval)."""
 
-    def __init__(self, store: Any, run_id: str, attempt: int, writer: Any, every_s: float = FENCE_CHECK_S):
-        self.store, self.run_id, self.attempt, self.writer, self.every_s = (
-            store,
-            run_id,
-            attempt,
-            writer,
-            every_s,
-        )
-        self._next = time.monotonic() + every_s
+    def __init__(self, store: Any, run_id: str, attempt: int, writer: Any, every_s: float | None = None):
+        self.store, self.run_id, self.attempt, self.writer = store, run_id, attempt, writer
+        self.every_s = FENCE_CHECK_S if every_s is None else every_s  # (read now: tests shorten it)
+        self._next = time.monotonic() + self.every_s
         self._newer = False
 
+    @property
+    def seen(self) -> bool:
+        """Whether the fence has shown already (no store read)."""
+        return self._newer or bool(self.writer.fenced)
+
     def __call__(self) -> bool:
-        if self._newer or self.writer.fenced:
+        if self.seen:
             return True
         now = time.monotonic()
         if now >= self._next:

@@ -67,3 +67,36 @@ def test_the_callback_writes_logged_values_with_cumulative_compute(
 def test_the_callback_refuses_what_is_not_a_run() -> None:
     with pytest.raises(ConfigError, match=r"needs the Run client\.init returned, not dict"):
         scalerl_callback({})  # type: ignore[arg-type]
+
+
+def test_the_callback_stops_a_superseded_single_process_run_and_only_warns_under_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in ("SCALERL_RUN_ID", "SCALERL_ATTEMPT", "SCALERL_DB_URL", "RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("SCALERL_SPOOL_DIR", str(tmp_path / "spool"))
+    monkeypatch.setattr(client, "_active", None)
+    monkeypatch.setattr(attach, "code_dir", lambda: tmp_path)
+    from transformers.trainer_callback import TrainerControl
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    first = client.init(sweep="s", seed=0, config={"lr": 1.0}, db=url)
+    callback = scalerl_callback(first)
+    one, many = SimpleNamespace(world_size=1), SimpleNamespace(world_size=4)
+    control = TrainerControl(should_save=True)  # a save_steps boundary
+    first.log(0, {"val/pass_rate": 0.1}, compute={"flops": 1.0})
+    first.flush()
+    callback.on_step_end(one, None, control)
+    assert (control.should_save, control.should_training_stop) == (True, False)
+    monkeypatch.setattr(client, "_active", None)
+    second = client.init(sweep="s", seed=0, config={"lr": 1.0}, db=url, resume_step=0)
+    first.log(1, {"val/pass_rate": 0.2}, compute={"flops": 2.0})
+    first.flush()
+    ranks = TrainerControl(should_save=True)
+    callback.on_step_end(many, None, ranks)  # ranks must agree to stop: only a warning
+    assert (ranks.should_save, ranks.should_training_stop) == (True, False)
+    callback.on_step_end(one, None, control)
+    assert (control.should_save, control.should_training_stop) == (False, True)
+    assert first.finish() == "superseded"
+    second.log(1, {"val/pass_rate": 0.3}, compute={"flops": 2.0})
+    assert second.finish() == "completed"

@@ -99,12 +99,13 @@ def test_a_superseded_replay_stops_without_saving(tmp_path: Path) -> None:
     assert (work / CHECKPOINT).read_text() == seen[0]  # untouched since
 
 
-def test_the_job_ends_a_superseded_attempt_early_on_a_real_store(tmp_path: Path) -> None:
-    """The real path: a newer attempt starts while the first one trains; the first one's next
-    batch is fenced, its trainer is killed, and execute() says superseded long before its end."""
+def _superseded_midway(tmp_path: Path, extra: tuple[str, ...] = ()) -> tuple[Any, RunSpec, list[str]]:
+    """A command run (my_trainer.py, 4000 steps of 0.02 s, a checkpoint every 5) on a real SQLite
+    store, superseded by a second attempt once it stored 2 points; returns (store, spec, what
+    execute() returned for the first attempt)."""
     url = f"sqlite:///{tmp_path / 's.db'}"
-    runner = {"type": "command", "argv": _trainer_argv(4000, 5), "metrics_file": "metrics.jsonl"}
-    spec = _spec(tmp_path, runner, db_url=url)
+    argv = [*_trainer_argv(4000, 5), *extra]
+    spec = _spec(tmp_path, {"type": "command", "argv": argv, "metrics_file": "metrics.jsonl"}, db_url=url)
     store = db.open_store(url)
     store.ensure_sweep("sup", {})
     store.register_run(db.RunRecord(spec.run_id, "sup", "baseline", 0, spec.recipe, "h"))
@@ -119,37 +120,26 @@ def test_the_job_ends_a_superseded_attempt_early_on_a_real_store(tmp_path: Path)
     assert queries.point_count(store, spec.run_id) >= 2
     assert store.start_attempt(spec.run_id) == 2  # the successor takes the run over
     first.join(120)
+    return store, spec, outcome
+
+
+def _saved_step(spec: RunSpec) -> int:
+    return int(json.loads((Path(spec.workdir) / "checkpoint" / "state.json").read_text())["step"])
+
+
+def test_the_job_ends_a_superseded_attempt_early_on_a_real_store(tmp_path: Path) -> None:
+    """The real path: a newer attempt starts while the first one trains; the first one's next
+    batch is fenced, its trainer is killed, and execute() says superseded long before its end."""
+    store, spec, outcome = _superseded_midway(tmp_path)
     assert outcome == ["superseded"]
     lines = (Path(spec.workdir) / "metrics.jsonl").read_text().splitlines()
     assert len(lines) < 400  # stopped soon after the fence, far from its 800 evaluations
-    assert json.loads((Path(spec.workdir) / "checkpoint" / "state.json").read_text())["step"] < 2000
-    ckpt = Path(spec.workdir) / "checkpoint" / "state.json"
-    before = ckpt.read_text()
+    before = _saved_step(spec)
+    assert before < 2000  # run out, it would have saved step 4000 at its end
     time.sleep(1.0)
-    assert ckpt.read_text() == before  # nobody of attempt 1 writes there any more
+    assert _saved_step(spec) == before  # nobody of attempt 1 writes there any more
     events = queries.events(store, "sup")
     assert "fenced" in set(events["kind"]) and "failed" not in set(events["kind"])
-
-
-def test_the_trl_callback_stops_a_superseded_run_without_saving(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
-    from scalerl.harness.execution.runners.trl import _make_stream
-
-    spec = _spec(tmp_path, {"type": "trl"})
-    fenced = {"now": False}
-    ctx = RunContext(
-        spec, 1, FlippingSink(10**9), tmp_path, threading.Event(), None, superseded=lambda: fenced["now"]
-    )
-    stream = _make_stream(ctx, spec.typed_recipe(), None, [], None, 1000, None)
-    args = SimpleNamespace(per_device_train_batch_size=4)
-    state = SimpleNamespace(global_step=3, max_steps=100)
-    control = SimpleNamespace(should_save=True, should_training_stop=False)  # a save_steps boundary
-    stream.on_step_end(args, state, control)
-    assert (control.should_save, control.should_training_stop, stream.stopped) == (True, False, False)
-    fenced["now"] = True
-    stream.on_step_end(args, state, control)
-    assert (control.should_save, control.should_training_stop, stream.stopped) == (False, True, True)
 
 
 def test_a_client_reporting_command_is_superseded_through_the_store(tmp_path: Path, monkeypatch: Any) -> None:
@@ -159,25 +149,9 @@ def test_a_client_reporting_command_is_superseded_through_the_store(tmp_path: Pa
     from scalerl.harness.execution import job
 
     monkeypatch.setattr(job, "FENCE_CHECK_S", 0.5)
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    argv = [*_trainer_argv(4000, 5), "--report", "client"]
-    spec = _spec(tmp_path, {"type": "command", "argv": argv, "metrics_file": "metrics.jsonl"}, db_url=url)
-    store = db.open_store(url)
-    store.ensure_sweep("sup", {})
-    store.register_run(db.RunRecord(spec.run_id, "sup", "baseline", 0, spec.recipe, "h"))
-    outcome: list[str] = []
-    first = threading.Thread(
-        target=lambda: outcome.append(execute(spec, executor="debug", stop=threading.Event()))
-    )
-    first.start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and queries.point_count(store, spec.run_id) < 2:
-        time.sleep(0.1)
-    assert store.start_attempt(spec.run_id) == 2
-    first.join(120)
+    store, spec, outcome = _superseded_midway(tmp_path, ("--report", "client"))
     assert outcome == ["superseded"]
-    saved = json.loads((Path(spec.workdir) / "checkpoint" / "state.json").read_text())["step"]
-    assert saved < 2000  # killed early: run out, it would have saved step 4000 at its end
+    assert _saved_step(spec) < 2000  # killed early: run out, it would have saved step 4000 at its end
     assert store.get_run(spec.run_id).status == "running"  # attempt 2's, untouched
 
 
@@ -227,11 +201,8 @@ def test_a_harness_launched_client_sees_its_attempt_superseded(tmp_path: Path, m
         client.close()
 
 
-def test_an_attached_run_and_its_trl_callback_stop_once_superseded(tmp_path: Path, monkeypatch: Any) -> None:
-    from types import SimpleNamespace
-
+def test_an_attached_run_sees_itself_superseded(tmp_path: Path, monkeypatch: Any) -> None:
     from scalerl.harness import client
-    from scalerl.harness.client_trl import scalerl_callback
     from scalerl.harness.execution import attach
 
     for key in ("SCALERL_RUN_ID", "SCALERL_ATTEMPT", "SCALERL_DB_URL", "RANK", "SLURM_PROCID"):
@@ -241,23 +212,15 @@ def test_an_attached_run_and_its_trl_callback_stop_once_superseded(tmp_path: Pat
     monkeypatch.setattr(attach, "code_dir", lambda: tmp_path)
     url = f"sqlite:///{tmp_path / 'store.db'}"
     first = client.init(sweep="s", seed=0, config={"lr": 1.0}, db=url)
-    callback = scalerl_callback(first)
-    args = SimpleNamespace(world_size=1)
-    control = SimpleNamespace(should_save=True, should_training_stop=False)
     first.log(0, {"val/pass_rate": 0.1}, compute={"flops": 1.0})
     first.flush()
-    callback.on_step_end(args, None, control)
-    assert (first.superseded, control.should_save, control.should_training_stop) == (False, True, False)
+    assert first.superseded is False and client.superseded() is False
     monkeypatch.setattr(client, "_active", None)
     second = client.init(sweep="s", seed=0, config={"lr": 1.0}, db=url, resume_step=0)
     first.log(1, {"val/pass_rate": 0.2}, compute={"flops": 2.0})
     first.flush()
     assert first.superseded is True and second.superseded is False
-    callback.on_step_end(args, None, control)
-    assert (control.should_save, control.should_training_stop) == (False, True)
-    many = SimpleNamespace(should_save=True, should_training_stop=False)
-    callback.on_step_end(SimpleNamespace(world_size=4), None, many)  # ranks must agree: only a warning
-    assert (many.should_save, many.should_training_stop) == (True, False)
+    assert client.superseded() is False  # the module speaks for the active run: the second
     assert first.finish() == "superseded"
     second.log(1, {"val/pass_rate": 0.3}, compute={"flops": 2.0})
     assert second.finish() == "completed"

@@ -190,3 +190,30 @@ def test_resume_step_is_the_last_complete_checkpoint(tmp_path: Path) -> None:
         if complete:
             (d / "trainer_state.json").write_text("{}")
     assert runner.resume_step(tmp_path) == 20
+
+
+def test_the_stream_stops_a_superseded_run_without_saving(tmp_path: Path) -> None:
+    """A newer attempt took the run over (ctx.superseded): stop after this step and save nothing,
+    even at a save_steps boundary (the newer attempt owns output_dir)."""
+    import threading
+
+    from scalerl.harness.execution.runners.base import RunContext
+    from scalerl.harness.execution.runners.trl import _make_stream
+    from scalerl.harness.execution.spec import RunSpec
+
+    rec = recipe()
+    spec = RunSpec(
+        sweep="s", variant="baseline", knob=None, alternative=None, seed=0, run_id="r-s0",
+        recipe=rec.model_dump(mode="json"), workdir=str(tmp_path),
+    )  # fmt: skip
+    fenced = {"now": False}
+    ctx = RunContext(spec, 1, None, tmp_path, threading.Event(), None, superseded=lambda: fenced["now"])  # type: ignore[arg-type]
+    stream = _make_stream(ctx, rec, None, [], None, 1000, None)
+    args = SimpleNamespace(per_device_train_batch_size=4)
+    state = SimpleNamespace(global_step=3, max_steps=100)
+    control = SimpleNamespace(should_save=True, should_training_stop=False)  # a save_steps boundary
+    stream.on_step_end(args, state, control)
+    assert (control.should_save, control.should_training_stop, stream.stopped) == (True, False, False)
+    fenced["now"] = True
+    stream.on_step_end(args, state, control)
+    assert (control.should_save, control.should_training_stop, stream.stopped) == (False, True, True)

@@ -11,7 +11,9 @@ Why each setting (measured on the tiny preset, torch 2.13.0 CPU; bench/README.md
   and it gave the same bits on a real AMD EPYC and on the same machine with MKL's vendor check
   answered "Intel" (tests/fixtures/mkl_vendor.py: a preloaded shim for ``mkl_serv_intel_cpu_true``;
   that emulation reproduces the Xeon pins of the AVX2 branch bit for bit, which is what makes it a
-  stand-in; no real Xeon has run the COMPATIBLE pins yet). :func:`pin` therefore fixes
+  stand-in). A real Xeon (family 6 model 207, 2026-11-26) then computed *other* bits under
+  COMPATIBLE (``0d9dd6af...`` against the EPYC's ``bc944bfb...``), and under SSE4_2 and with ATen's
+  default kernels too; only AVX2,STRICT agreed with the EPYC told "Intel". :func:`pin` fixes
   ``ATEN_CPU_CAPABILITY=avx2`` (any x86-64 CPU since ~2013, Intel Haswell or AMD Zen),
   ``MKL_CBWR=COMPATIBLE`` and ``ONEDNN_MAX_CPU_ISA=AVX2``.
   All three are read once, at each library's first kernel call, so they only take effect when
@@ -30,11 +32,12 @@ Why each setting (measured on the tiny preset, torch 2.13.0 CPU; bench/README.md
   of silently picking a non-deterministic kernel; python ``random``, numpy and torch are seeded
   from the run seed (the trainer's own streams are explicit generators, this covers anything else).
 
-Guaranteed: the same recipe and seed give bit-identical warm-start weights and curves on any
-x86-64 Linux machine with AVX2, Intel or AMD, with the same torch build (and transformers
-version) and the same thread count (1 by default), whatever the core count, load, number of
-concurrent runs or cache state. Not guaranteed: another thread count, another torch or MKL
-build, a CPU without AVX2, ``SCALERL_CPU_ISA=native``, or a GPU.
+Guaranteed: the same recipe and seed give bit-identical warm-start weights and curves on one CPU
+model with AVX2, with the same torch build (and transformers version) and the same thread count
+(1 by default), whatever the core count, load, number of concurrent runs or cache state. Not
+guaranteed: another CPU vendor (measured: an Intel Xeon and an AMD EPYC differ; the verdicts
+agree), another thread count, another torch or MKL build, a CPU without AVX2,
+``SCALERL_CPU_ISA=native``, or a GPU.
 """
 
 from __future__ import annotations

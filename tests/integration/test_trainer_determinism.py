@@ -7,11 +7,13 @@ short tiny preset (20 steps, evaluation every 10): 1 thread into an empty cache,
 that (now warm) cache, 1 thread into an empty cache with MKL's CPU-vendor check answered "Intel"
 (tests/fixtures/mkl_vendor.py), and 2 threads into an empty cache and again warm.
 
-What is pinned is what was measured: the checksums hold on an AMD EPYC (measured 2026-11-25), and
-the "Intel" run shows that MKL's Intel code path gives the same bits under the pinned COMPATIBLE
-branch (on an AMD machine; on an Intel machine that run is its own path). No real Intel CPU has run
-these pins yet, so on one the checksum test checks the vendor-independent facts and says what it
-saw; pin its values in PINNED_BY_VENDOR once measured there. The thread count is part of the bits:
+What is pinned is what was measured, per CPU model (vendor, family, model): an AMD EPYC (family 25
+model 17, 2026-11-25) and a real Intel Xeon (family 6 model 207, with AVX-512 and AMX, 2026-11-26),
+which give *different* bits under the same pinned kernels: the "Intel" run (MKL's vendor check
+answered "Intel" on the AMD machine) matched the AMD bits, so the emulation did not stand in for a
+real Xeon under COMPATIBLE. On a CPU model not pinned yet the checksum test checks the
+model-independent facts and says what it saw; pin its values in PINNED_BY_CPU once measured there
+(a pin on one model would fail CI on another). The thread count is part of the bits:
 MKL's COMPATIBLE branch splits a matmul differently over 2 threads than over 1 (measured), so a
 2-thread run is checked against itself, not against the pins.
 """
@@ -27,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.mkl_vendor import build_intel_shim, cpu_vendor
+from tests.fixtures.mkl_vendor import build_intel_shim, cpu_model
 from tests.fixtures.real import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,14 +55,20 @@ print(json.dumps({"weights": weights, "points": points, "capability": num.cpu_ca
 """
 
 # torch 2.13.0 CPU wheel, ATen AVX2 + MKL COMPATIBLE (pinned), 1 thread, transformers 5.23.0: the
-# values a run gives, per CPU vendor where measured. AuthenticAMD: an AMD EPYC (family 25 model
-# 17), 2026-11-25; the same machine with MKL told "Intel" gave the same bits.
+# values a run gives, per CPU model where measured. An AMD EPYC (family 25 model 17), 2026-11-25;
+# the same machine with MKL told "Intel" gave the same bits. An Intel Xeon (family 6 model 207,
+# AVX-512 + AMX), 2026-11-26: other bits, verdicts alike (README.md, Reproducibility).
 PINNED_TORCH = "2.13.0+cpu"
-PINNED_BY_VENDOR: dict[str, dict[str, Any]] = {
-    "AuthenticAMD": {
+PINNED_BY_CPU: dict[tuple[str, int, int], dict[str, Any]] = {
+    ("AuthenticAMD", 25, 17): {
         "weights": "bc944bfb228bcc08a0f6f98497eb44162675d2a945fc1b6f03f329d22a9f1905",
         "pass_rates": [0.375, 0.4609375, 0.4921875],  # 48, 59, 63 of 128
         "train_reward": [0.43125, 0.5265625],  # 276, 337 of 640
+    },
+    ("GenuineIntel", 6, 207): {
+        "weights": "0d9dd6af38f0b8a5cba0c6a297ea107b68c7a61c2469bcb01cfad72d95ce3502",
+        "pass_rates": [0.3828125, 0.4765625, 0.46875],  # 49, 61, 60 of 128
+        "train_reward": [0.4484375, 0.4703125],  # 287, 301 of 640
     },
 }
 
@@ -132,8 +140,8 @@ def test_pinned_checksums(runs: dict[str, dict[str, Any]]) -> None:
         {"val/pass_rate": 128, "train/reward": 640},
         {"val/pass_rate": 128, "train/reward": 640},
     ]
-    vendor = cpu_vendor()
-    pins = PINNED_BY_VENDOR.get(vendor)
+    cpu = cpu_model()
+    pins = PINNED_BY_CPU.get(cpu)
     seen = {
         "weights": run["weights"],
         "pass_rates": [p["metrics"]["val/pass_rate"] for p in run["points"]],
@@ -144,7 +152,7 @@ def test_pinned_checksums(runs: dict[str, dict[str, Any]]) -> None:
         # the checks that do not depend on the CPU (the other tests in this file).
         import warnings
 
-        warnings.warn(f"no pinned checksums for {vendor} yet; this CPU gave {seen}", stacklevel=1)
+        warnings.warn(f"no pinned checksums for CPU {cpu} yet; this CPU gave {seen}", stacklevel=1)
         assert seen["weights"] == runs["mkl-intel"]["weights"]
         return
     assert seen == pins

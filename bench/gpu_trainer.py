@@ -22,13 +22,20 @@ next), one after the other, appending one JSON line per case to ``OUT/results.js
   weights (lag 0) with the FP32 head, the bf16 head, and no engine rounding (``model.dtype``
   float32): mean |delta log p| and the k3 KL, as ``bench/trainer.py --mismatch`` does on CPU.
 - ``before``: ``ours-fp32`` on another checkout (``--before-path``), e.g. main before a change.
+- ``ours-relaxed`` (on request): ``ours-fp32`` with the deterministic algorithms that the trainer's
+  numerics pin turns on (warn-only on CUDA) turned off again, to price that pin.
+- ``probe`` (on request): where generation time goes (see :func:`case_probe`).
+
+Results, the exact commands and the machine: bench/README.md, "GPU: trainer throughput and the
+FP32 head".
 
 Random weights almost never emit EOS, so every rollout runs to ``--max-len`` on both sides and
 the tokens compared are the same count. Both trainers see rewards of 0 everywhere; ours runs with
 the zero-variance filter off and the length penalty as its length control (no interruption), so
 both sides forward and backward every sequence in full.
 
-    python bench/gpu_trainer.py --out /tmp/gpu-bench                 # on a GPU, all cases
+    python bench/gpu_trainer.py --out /tmp/gpu-bench                 # on a GPU, the default cases
+    python bench/gpu_trainer.py --cases probe --probe-max-len 64     # where generation time goes
     python bench/gpu_trainer.py --smoke --out /tmp/gpu-smoke         # CPU: toy shape, every case
 """
 
@@ -74,7 +81,7 @@ SHAPES: dict[str, dict[str, Any]] = {
     ),
     "toy": dict(arch="qwen2", hidden=64, layers=2, heads=4, kv_heads=2, vocab_size=4096, tie=True),
 }
-GPU_CASES = ("ours-fp32", "trl", "ours-bf16", "mismatch", "before")
+GPU_CASES = ("ours-fp32", "trl", "ours-bf16", "mismatch", "before")  # "probe": on request
 
 
 def _sync() -> None:
@@ -148,6 +155,13 @@ def case_ours(a: argparse.Namespace) -> dict[str, Any]:
     t_build = time.perf_counter()
     trainer = Trainer(_recipe(a, a.ckpt, head), 0)
     build_s = time.perf_counter() - t_build
+    if a.case == "ours-relaxed":
+        # The trainer's pin turns on deterministic algorithms (warn-only on CUDA, which also fills
+        # every fresh torch.empty); GPU runs are not claimed bit-exact, so measure without it.
+        import torch.utils.deterministic as det_cfg
+
+        torch.use_deterministic_algorithms(False)
+        det_cfg.fill_uninitialized_memory = False  # type: ignore[attr-defined]
     gen_s = train_s = 0.0
     gen_tokens = trained_tokens = rollouts = 0
     first_step_s = 0.0
@@ -429,6 +443,131 @@ def case_mismatch(a: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+# ---------------------------------------------------------------------------------------- probe
+def case_probe(a: argparse.Namespace) -> dict[str, Any]:
+    """Where the reference trainer's generation time goes on a GPU, at ``--max-len`` tokens a
+    cohort: its decode loop under the process-wide settings it pins (deterministic algorithms,
+    warn-only on CUDA, which also fills every fresh ``torch.empty`` with NaN) and with them
+    relaxed; transformers' own ``generate`` on the same bf16 engine copy and prompts (the floor of
+    a transformers decode); and what the old host-side draw cost a token (copy of the [B, V]
+    log-probs plus a draw on one CPU thread)."""
+    import torch.utils.deterministic as det_cfg
+
+    from scalerl.harness.rl.generation.hf import _sample
+
+    tr = _probe_trainer(a)
+    out: dict[str, Any] = {}
+    settings = {
+        "pinned": (True, True),  # what Trainer's pin() sets on CUDA
+        "no_fill": (True, False),
+        "nondeterministic": (False, False),
+    }
+
+    def use(name: str) -> None:
+        on, fill = settings[name]
+        torch.use_deterministic_algorithms(on, warn_only=True)
+        det_cfg.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
+
+    for name in ("pinned", "nondeterministic", "no_fill", "pinned"):
+        use(name)
+        _sync()
+        t0 = time.perf_counter()
+        batch = tr.next_batch()
+        assert batch is not None
+        _sync()
+        t1 = time.perf_counter()
+        tr.train_step(batch)
+        _sync()
+        t2 = time.perf_counter()
+        tokens = int(batch.lengths.max())
+        row = {"gen_ms_per_token": round((t1 - t0) * 1e3 / tokens, 2), "train_s": round(t2 - t1, 3)}
+        out.setdefault(name, []).append(row)
+        print("STEP " + json.dumps({name: row}), flush=True)
+    # transformers' generate on the same engine copy and batch shape.
+    eng = tr.gen.engine.model
+    dev = tr.policy.device
+    tok = tr.policy.tokenizer
+    prompts = [tr._prompt_ids(tr.split.train[i]) for i in range(a.prompts) for _ in range(a.gens)]
+    width = max(len(q) for q in prompts)
+    ids = torch.full((len(prompts), width), tok.pad_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, q in enumerate(prompts):
+        ids[i, width - len(q) :] = torch.tensor(q)
+        attn[i, width - len(q) :] = 1
+    for name in ("pinned", "nondeterministic"):
+        use(name)
+        for _ in range(2):  # the first call pays generate's own set-up
+            _sync()
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                gen_out = eng.generate(
+                    input_ids=ids.to(dev),
+                    attention_mask=attn.to(dev),
+                    max_new_tokens=a.max_len,
+                    min_new_tokens=a.max_len,
+                    do_sample=True,
+                    top_k=0,
+                    top_p=1.0,
+                    pad_token_id=tok.pad_id,
+                )
+            _sync()
+            dt = time.perf_counter() - t0
+        new = gen_out.shape[1] - width
+        out[f"hf_generate_{name}"] = {"gen_ms_per_token": round(dt * 1e3 / new, 2), "tokens": new}
+        print("STEP " + json.dumps({f"hf_generate_{name}": out[f"hf_generate_{name}"]}), flush=True)
+    # The old path's extra work per token: [B, V] log-probs to the host, drawn on one thread.
+    use("pinned")
+    vocab = eng.get_output_embeddings().weight.shape[0]
+    logp = torch.log_softmax(torch.randn(len(prompts), vocab, device=dev), -1)
+    rng = torch.Generator().manual_seed(0)
+    spec = tr.spec
+    times = []
+    for _ in range(4):
+        _sync()
+        t0 = time.perf_counter()
+        host = logp.cpu()
+        drawn = _sample(host, spec, rng)
+        host.gather(-1, drawn[:, None])
+        float((-(host.exp() * host).sum(-1)).sum())
+        times.append(time.perf_counter() - t0)
+    out["host_draw_ms_per_token"] = round(min(times[1:]) * 1e3, 1)
+    # Which ops the decode loop spends its host time on (8 tokens), pinned and relaxed.
+    from torch.profiler import ProfilerActivity, profile
+
+    kinds = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    tables = []
+    for name in ("pinned", "nondeterministic"):
+        use(name)
+        cohort = tr._start(range(a.prompts), tr.split.train, a.gens, tr.spec, rng)
+        tr.gen.advance(cohort, 2, rng)
+        with profile(activities=kinds) as prof:
+            tr.gen.advance(cohort, 8, rng)
+            _sync()
+        events = prof.key_averages()
+        tables.append(f"== {name}\n" + events.table(sort_by="self_cpu_time_total", row_limit=25))
+        out[f"profile_8_tokens_{name}"] = {
+            "cpu_ms": round(sum(e.self_cpu_time_total for e in events) / 1e3, 1),
+            "launches": int(
+                sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernelEx"))
+            ),
+            "fills": int(sum(e.count for e in events if e.key == "aten::fill_")),
+        }
+    Path(a.out_dir, "probe_profile.txt").write_text("\n".join(tables))
+    tr.task.close()
+    return out
+
+
+def _probe_trainer(a: argparse.Namespace) -> Any:
+    from scalerl.harness.rl.trainer import Trainer
+
+    tr = Trainer(_recipe(a, a.ckpt, "fp32"), 0)
+    batch = tr.next_batch()  # warm-up: kernels, allocator
+    assert batch is not None
+    tr.train_step(batch)
+    _sync()
+    return tr
+
+
 # ---------------------------------------------------------------------------------------- driver
 def _build(work: Path, shape: str) -> tuple[Path, Path]:
     from scalerl.harness.rl.toy import build_checkpoint, word_problems, write_jsonl
@@ -497,7 +636,7 @@ def orchestrate(a: argparse.Namespace) -> None:
         *("--prompts", str(a.prompts), "--gens", str(a.gens), "--max-len", str(a.max_len)),
         *("--micro-batch", str(a.micro_batch), "--warmup", str(a.warmup), "--steps", str(a.steps)),
         *("--sft-steps", str(a.sft_steps), "--sft-batch", str(a.sft_batch), "--sft-lr", str(a.sft_lr)),
-        *("--mismatch-batches", str(a.mismatch_batches)),
+        *("--mismatch-batches", str(a.mismatch_batches), "--out-dir", str(out)),
     ]
     rows: list[dict[str, Any]] = []
     for case in a.cases.split(","):
@@ -512,6 +651,8 @@ def orchestrate(a: argparse.Namespace) -> None:
                 argv += ["--max-len", str(a.before_max_len), "--steps", "1"]  # old path: slow
             if case == "mismatch":
                 argv += ["--max-len", str(a.mismatch_max_len)]
+            if case == "probe":
+                argv += ["--max-len", str(a.probe_max_len)]
             t = time.perf_counter()
             try:
                 proc = subprocess.run(
@@ -594,11 +735,13 @@ def main() -> None:
     p.add_argument("--mismatch-max-len", type=int, default=128)
     p.add_argument("--before-path", default=None, help="checkout whose scalerl the 'before' case runs")
     p.add_argument("--before-max-len", type=int, default=32)
+    p.add_argument("--probe-max-len", type=int, default=64)
     p.add_argument("--budget-s", type=float, default=420.0, help="stop starting cases after this")
     p.add_argument("--case-timeout-s", type=float, default=200.0)
     p.add_argument("--case", default=None, help=argparse.SUPPRESS)  # one case, in this process
     p.add_argument("--ckpt", default=None, help=argparse.SUPPRESS)
     p.add_argument("--data", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--out-dir", default=".", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.smoke and a.case is None:
         a.shape, a.prompts, a.gens, a.max_len, a.micro_batch, a.steps = "toy", 2, 2, 8, 2, 1
@@ -606,7 +749,7 @@ def main() -> None:
     if a.case is None:
         orchestrate(a)
         return
-    run = {"trl": case_trl, "mismatch": case_mismatch}.get(a.case, case_ours)
+    run = {"trl": case_trl, "mismatch": case_mismatch, "probe": case_probe}.get(a.case, case_ours)
     print(json.dumps(run(a)), flush=True)
 
 

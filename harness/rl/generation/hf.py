@@ -167,9 +167,10 @@ class HFGenerator(Generator):
         steps = 0
         dev = self.engine.device
         # On an accelerator the draw happens there: copying [B, V] log-probs to the host and
-        # sampling them on one CPU thread cost ~0.3 s a token at B=128 x V=151,936 (bench/README.md,
-        # "GPU: trainer throughput and the FP32 head"). Its stream is seeded from ``rng``, so the
-        # run's randomness still lives in the checkpointed CPU generator. The CPU path is unchanged.
+        # sampling them on one CPU thread cost 1.0 s a token at B=128 x V=151,936 on an H200
+        # machine (bench/README.md, "GPU: trainer throughput and the FP32 head"). Its stream is
+        # seeded from ``rng``, so the run's randomness still lives in the checkpointed CPU
+        # generator. The CPU path is unchanged.
         dev_rng = None
         if dev.type != "cpu":
             seed = int(torch.randint(0, 2**62, (1,), generator=rng))

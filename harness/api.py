@@ -19,7 +19,7 @@
     list_sweeps(db="sqlite:///demo.db")  # every sweep in a store, its runs counted by status
 
 Every method calls the functions the CLI handlers call (``scalerl.harness.recipe``,
-``scalerl.harness.execution``, ``scalerl.harness.search``, ``scalerl.harness.analysis.sweep``,
+``scalerl.harness.execution``, ``scalerl.harness.search``, ``scalerl.harness.analysis.verdicts.service``,
 ``scalerl.harness.report``), so a notebook and the command line plan the same run ids and write the
 same rows. Nothing here prints.
 
@@ -85,7 +85,8 @@ class FitResult:
     verdicts: pd.DataFrame
     notes: tuple[str, ...] = ()
     saved: bool = False
-    analysis: Any = field(default=None, repr=False)  # scalerl.harness.analysis.verdicts.SweepAnalysis | None
+    # scalerl.harness.analysis.verdicts.types.SweepAnalysis | None
+    analysis: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -275,8 +276,8 @@ class Sweep:
 
     def _metric_axis(self, metric: str | None, axis: str | None) -> tuple[str, str]:
         """The metric and axis ``scalerl fit`` / ``forecast`` use when not given: the stored
-        sweep's defaults (:func:`scalerl.harness.analysis.sweep.resolve_request`)."""
-        from scalerl.harness.analysis.sweep import FitRequest, resolve_request
+        sweep's defaults (:func:`scalerl.harness.analysis.verdicts.service.resolve_request`)."""
+        from scalerl.harness.analysis.verdicts.service import FitRequest, resolve_request
 
         m, x, _, _ = resolve_request(FitRequest(metric=metric, axis=axis), self._spec_in_store())
         return m, x
@@ -584,8 +585,8 @@ class Sweep:
 
         from scalerl import db
         from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS
-        from scalerl.harness.analysis.fitters import get_fitter
-        from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
+        from scalerl.harness.analysis.fit.fitters import get_fitter
+        from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep, save_fits
 
         get_fitter(method)  # an unknown name fails before the store is read
         req = FitRequest(
@@ -635,15 +636,15 @@ class Sweep:
         when at least 2 of them have a fitted ceiling (the frame's ``method`` column says
         ``sweep``); ``siblings=False`` forecasts each from its own points (``--no-siblings``).
         Metric and axis default to the sweep's, as in :meth:`fit`. ``bounds`` (``--bounds``):
-        ``"auto"`` clips a rate (``val/pass_rate``, an accuracy; scalerl.harness.analysis.bounds) to
+        ``"auto"`` clips a rate (``val/pass_rate``, an accuracy; scalerl.harness.analysis.forecast.bounds) to
         [0, 1], ``(lo, hi)`` clips to those, None never clips. Reads only; raises
         AnalysisError when the sweep has no point of the metric on the axis."""
         import math
 
         import pandas as pd
 
-        from scalerl.harness.analysis.bounds import check_bounds
-        from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
+        from scalerl.harness.analysis.forecast.bounds import check_bounds
+        from scalerl.harness.analysis.forecast.calibrations import DEFAULT_CALIBRATION
         from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds
 
         where = None if at is None else [float(c) for c in ([at] if isinstance(at, int | float) else at)]
@@ -784,7 +785,7 @@ def list_sweeps(db: str | None = None) -> pd.DataFrame:
     ``scalerl ls`` does."""
     from scalerl import db as store_api
     from scalerl.db import queries
-    from scalerl.harness.analysis.sweep import fit_defaults
+    from scalerl.harness.analysis.groups import fit_defaults
     from scalerl.harness.cli.browse import source_of
 
     store = store_api.open_store(db, readonly=True)

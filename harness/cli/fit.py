@@ -88,8 +88,8 @@ def _clean(v: Any) -> Any:
 
 def _fit(args: argparse.Namespace) -> int:
     from scalerl import db
-    from scalerl.harness.analysis.fitters import get_fitter
-    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
+    from scalerl.harness.analysis.fit.fitters import get_fitter
+    from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep, save_fits
     from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds, print_rows
 
     get_fitter(args.method)  # unknown names fail before touching the store
@@ -190,14 +190,15 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _print_next(analysis: Any, groups: Any, spec: dict[str, Any]) -> None:
-    """The knobs that are not decided (scalerl.harness.analysis.decision), and what would decide each."""
+    """The knobs that are not decided (scalerl.harness.analysis.verdicts.decision), and what would
+    decide each."""
     import numpy as np
 
-    from scalerl.harness.analysis.decision import what_decides
+    from scalerl.harness.analysis.verdicts.decision import what_decides
 
     base = [name for name, g in groups.items() if g.knob is None]
     reached = {name: float(max(np.nanmax(c) for c, _ in g.curves)) for name, g in groups.items()}
-    from scalerl.harness.analysis.spending import sweep_level
+    from scalerl.harness.analysis.verdicts.spending import sweep_level
 
     level = sweep_level(spec.get("fit"))
     steps = what_decides(analysis, base[0] if len(base) == 1 else "", reached, level=level)

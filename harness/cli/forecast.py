@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from scalerl.harness.cli.args import BoundsPair, fraction_open, positive_float
 
 if TYPE_CHECKING:
-    from scalerl.harness.analysis.bounds import Bounds, MetricBounds
-    from scalerl.harness.analysis.verdicts import VariantCurves
+    from scalerl.harness.analysis.forecast.bounds import Bounds, MetricBounds
+    from scalerl.harness.analysis.groups import VariantCurves
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_false",
         help="forecast each variant from its own points only (default: borrow strength from the "
         "sweep's other variants when at least 2 of them have a fitted ceiling; "
-        "scalerl.harness.analysis.hierarchical)",
+        "scalerl.harness.analysis.forecast.sweep_prior)",
     )
     clip = p.add_mutually_exclusive_group()
     clip.add_argument(
@@ -90,7 +90,7 @@ def load_groups(store: Any, sweep: str, metric: str, axis: str) -> dict[str, Var
     """Variant -> its seed curves of ``metric`` on ``axis`` from an open store (points without an
     ``axis`` value dropped); an empty sweep or an unfilled axis raises AnalysisError with a fix."""
     from scalerl import db
-    from scalerl.harness.analysis.sweep import group_curves
+    from scalerl.harness.analysis.groups import group_curves
     from scalerl.harness.errors import AnalysisError
 
     frame = db.queries.curves(store, sweep, metric)
@@ -116,12 +116,12 @@ def metric_bounds(
     field: str = "--bounds",
 ) -> MetricBounds:
     """The bounds forecasts of ``metric`` are clipped to: ``given`` (``--bounds``), None
-    (``--no-bounds``) or ``"auto"``, the rule of :mod:`scalerl.harness.analysis.bounds` on the
+    (``--no-bounds``) or ``"auto"``, the rule of :mod:`scalerl.harness.analysis.forecast.bounds` on the
     metric's name and every value in ``groups``; bad ``given`` bounds raise ConfigError naming
     ``field``. The CLI, ``Sweep.forecast`` and the report apply the same rule."""
     import numpy as np
 
-    from scalerl.harness.analysis.bounds import resolve_bounds
+    from scalerl.harness.analysis.forecast.bounds import resolve_bounds
 
     values = [np.asarray(y, dtype=np.float64).ravel() for vc in groups.values() for _, y in vc.curves]
     flat = np.concatenate(values) if values else np.zeros(0)
@@ -141,18 +141,19 @@ def forecast_rows(
     largest compute) with ``level`` intervals, clipped to ``bounds`` (:func:`metric_bounds`;
     None: unclipped). With ``siblings`` (the default) a variant borrows
     strength from the sweep's other variants
-    (:func:`scalerl.harness.analysis.hierarchical.forecast_sweep`); without, or when fewer
+    (:func:`scalerl.harness.analysis.forecast.sweep_prior.forecast_sweep`); without, or when fewer
     than 2 other variants have a fitted ceiling, it gets
     :func:`scalerl.harness.analysis.forecast_curve`; the row's ``method`` (``sweep`` / ``single``)
     and ``method_note`` say which and why. ``reach`` adds
-    :func:`scalerl.harness.analysis.forecaster.forecast_reach` (single-curve). Shared by
+    :func:`scalerl.harness.analysis.forecast.reach.forecast_reach` (single-curve). Shared by
     ``scalerl forecast`` and ``scalerl fit`` so that both print the same numbers."""
     import numpy as np
 
-    from scalerl.harness.analysis.calibration import HORIZON_EDGES
-    from scalerl.harness.analysis.forecaster import CurveForecast, forecast_curve, forecast_reach
-    from scalerl.harness.analysis.hierarchical import forecast_sweep
-    from scalerl.harness.analysis.uncertainty import pool
+    from scalerl.harness.analysis.fit.bootstrap import pool
+    from scalerl.harness.analysis.forecast.conformal import HORIZON_EDGES
+    from scalerl.harness.analysis.forecast.ensemble import CurveForecast, forecast_curve
+    from scalerl.harness.analysis.forecast.reach import forecast_reach
+    from scalerl.harness.analysis.forecast.sweep_prior import forecast_sweep
 
     pooled = {variant: pool(list(vc.curves)) for variant, vc in groups.items()}
     lasts = {v: float(np.nanmax(x)) if x.size else math.nan for v, (x, _) in pooled.items()}
@@ -231,7 +232,7 @@ def forecast_rows(
 
 def print_rows(rows: Sequence[Mapping[str, Any]], axis: str, indent: str = "  ") -> None:
     """The text form of :func:`forecast_rows`: one header line per variant, one line per compute."""
-    from scalerl.harness.analysis.calibration import HORIZON_EDGES
+    from scalerl.harness.analysis.forecast.conformal import HORIZON_EDGES
 
     for row in rows:
         last_c = _num(row["last_compute"] or math.nan, ".4g")
@@ -267,8 +268,8 @@ def print_rows(rows: Sequence[Mapping[str, Any]], axis: str, indent: str = "  ")
 
 def _forecast(args: argparse.Namespace) -> int:
     from scalerl import db
-    from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
-    from scalerl.harness.analysis.sweep import FitRequest, resolve_request
+    from scalerl.harness.analysis.forecast.calibrations import DEFAULT_CALIBRATION
+    from scalerl.harness.analysis.verdicts.service import FitRequest, resolve_request
     from scalerl.harness.errors import AnalysisError
 
     # --at, --reach and --level were checked by their argparse types (finite, in range); the

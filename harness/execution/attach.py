@@ -63,7 +63,8 @@ log = logging.getLogger(__name__)
 EXECUTOR = "attach"  # the run's executor column: what started it
 BASELINE = "baseline"
 SWEEP_SPEC: Mapping[str, Any] = {"source": "attach", "loo": {"baseline_name": BASELINE}}
-# scalerl.harness.analysis.sweep.AXES (not imported: it loads numpy, which a trainer need not have).
+# scalerl.harness.analysis.verdicts.service.AXES (not imported: it loads numpy, which a trainer
+# need not have).
 FIT_AXES = ("gpu_hours", "flops", "tokens", "samples", "step")
 ERROR_TAIL_CHARS = 4000
 _WHERE = "client.init"

@@ -2,16 +2,16 @@
 
 With ``fit.stop_when: decided`` in the sweep file, ``scalerl sweep --wait`` calls a
 :class:`DecideMonitor` on each progress tick. It looks at the sweep only at the interim looks of a
-:class:`~scalerl.harness.analysis.spending.LookPlan` (default: at 25%, 50% and 75% of the runs'
+:class:`~scalerl.harness.analysis.verdicts.spending.LookPlan` (default: at 25%, 50% and 75% of the runs'
 planned compute, each at 99.9%): when a variant's runs (and the baseline's) cross a planned
 fraction, it fits the sweep exactly as ``scalerl fit`` does at that interim level
-(:func:`scalerl.harness.analysis.sweep.fit_sweep`, nothing written) and stops the running runs of
+(:func:`scalerl.harness.analysis.verdicts.service.fit_sweep`, nothing written) and stops the running runs of
 every variant that the look decides, through the executor, as ``scalerl cancel`` does: the job
 checkpoints at its next step boundary and the run is marked ``stopped-decided``, with an event
 carrying the verdict, the look and its level. ``scalerl sweep --extend`` can take such a run
 further from its checkpoint.
 
-The rule is :func:`scalerl.harness.analysis.decision.decided`: a verdict is decided when none of the
+The rule is :func:`scalerl.harness.analysis.verdicts.decision.decided`: a verdict is decided when none of the
 intervals it rests on straddles its threshold (the A margin, 10% of B, a factor 1.1 in C_mid);
 ``undecided``, ``unfit`` and ``unstable`` never are. A variant decided at a look keeps that verdict
 (it is not looked at again).
@@ -22,11 +22,11 @@ config (``budget``, raised by the latest ``--extend``) and the compute its point
 (:func:`scalerl.db.queries.progress`); it is looked at when that fraction passes a planned look
 it has not had (a look jumped over is skipped, never made up). Where a run's planned size is
 unknown (no budget in its config, no point on the budget's unit), the looks go by point count
-instead (:func:`~scalerl.harness.analysis.spending.looks_by_points`), at most as many.
+instead (:func:`~scalerl.harness.analysis.verdicts.spending.looks_by_points`), at most as many.
 
 The guarantee: every variant gets at most ``k`` interim looks at ``1 - alpha_i`` each, and its
 final verdict (``scalerl fit`` on the full curves) belongs at
-:func:`~scalerl.harness.analysis.spending.final_level` = ``1 - (alpha - k alpha_i)``, so by the
+:func:`~scalerl.harness.analysis.verdicts.spending.final_level` = ``1 - (alpha - k alpha_i)``, so by the
 union bound its chance of a wrong verdict, stopped early or not, is at most ``alpha = 1 -
 fit.confidence`` (given intervals with their nominal coverage). Looking at every new point at
 ``fit.confidence``, as this monitor did before, gave no such bound.
@@ -60,9 +60,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scalerl.harness.analysis.decision import decided
-from scalerl.harness.analysis.spending import LookPlan, looks_by_points, looks_reached
-from scalerl.harness.analysis.verdicts import Verdict
+from scalerl.harness.analysis.verdicts.decision import decided
+from scalerl.harness.analysis.verdicts.spending import LookPlan, looks_by_points, looks_reached
+from scalerl.harness.analysis.verdicts.types import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def _no_knob(knob: Any) -> bool:
 def fit_verdicts(store: Any, sweep: str, level: float | None = None) -> list[Verdict]:
     """The sweep's verdicts as ``scalerl fit`` computes them (its defaults; nothing written), with
     intervals at ``level`` (None: the sweep's ``fit.confidence``)."""
-    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep
+    from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep
 
     result = fit_sweep(store, sweep, FitRequest(confidence=level), write=False)
     return list(result.analysis.verdicts) if result.analysis is not None else []
@@ -194,7 +194,7 @@ def looks_due(
     by ``--extend``) and the looks each variant has had (``taken``). A variant's fraction is the
     smallest ``reached / budget`` over the runs its verdict rests on (its own and the baseline's)
     that have not ended; with any of those unknown, the looks go by points
-    (:func:`~scalerl.harness.analysis.spending.looks_by_points`). A variant whose runs and the
+    (:func:`~scalerl.harness.analysis.verdicts.spending.looks_by_points`). A variant whose runs and the
     baseline's have all ended is not looked at (its verdict is the final fit's)."""
     from scalerl.db.records import ENDED_STATUSES
 

@@ -110,7 +110,7 @@ def import_defaults(
     the only metric, else ``val/pass_rate`` (the reference trainer's), else the one validation
     metric (a name starting ``val``, ``eval``, ``test``; of several, the one verl files under
     ``val-core/``), else none: ``scalerl fit`` then needs ``--metric``."""
-    from scalerl.harness.analysis.sweep import DEFAULT_METRIC
+    from scalerl.harness.analysis.groups import DEFAULT_METRIC
 
     out: dict[str, str] = {}
     notes = []

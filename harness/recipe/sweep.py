@@ -27,7 +27,7 @@ Fields other pieces read (keep the names):
   decide it, both ceilings measured and only seeds would; :mod:`scalerl.harness.execution.decide`).
 * ``power`` (:class:`PowerSpec`), read by analysis: ``detect_d_a`` / ``detect_d_b``, the |ΔA| /
   |ΔB| the sweep should be able to detect; ``scalerl fit`` reports the seeds per variant that
-  would reach each at the measured noise (:mod:`scalerl.harness.analysis.power`).
+  would reach each at the measured noise (:mod:`scalerl.harness.analysis.verdicts.power`).
 * ``resources`` (:class:`Resources`), read by execution: per run ``cpus``, ``gpus``, ``mem_gb``,
   ``time_min`` (wall limit of one job attempt, minutes) and ``profile`` (a name under ``slurm/``,
   whose partition/account/qos apply; null = none).

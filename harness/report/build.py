@@ -22,7 +22,7 @@ from scalerl.harness.report.document import FitsSource, ReportData
 
 log = logging.getLogger(__name__)
 
-DEFAULT_METRIC = "val/pass_rate"  # as scalerl.harness.analysis.sweep's (which imports scipy)
+DEFAULT_METRIC = "val/pass_rate"  # as scalerl.harness.analysis.verdicts.service's (which imports scipy)
 DEFAULT_AXIS = "flops"
 
 
@@ -50,9 +50,9 @@ def compute_fits(
     n_boot: int = 200,
 ) -> tuple[str, pd.DataFrame, pd.DataFrame, list[str]]:
     """(axis, fits, verdicts, notes) for ``curves`` exactly as ``scalerl fit`` would store them,
-    computed with :mod:`scalerl.harness.analysis.sweep` and written nowhere."""
+    computed with :mod:`scalerl.harness.analysis.verdicts.service` and written nowhere."""
     from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS
-    from scalerl.harness.analysis.sweep import FitRequest, analyze_frame, resolve_request
+    from scalerl.harness.analysis.verdicts.service import FitRequest, analyze_frame, resolve_request
 
     metric, axis, options, margin = resolve_request(FitRequest(metric=metric, axis=axis), spec)
     result = analyze_frame(

@@ -11,7 +11,7 @@ and in B on either side of C_mid, so the corners bound every curve inside that b
 conservative band that needs only the stored columns. Beyond the data, the dashed extrapolation
 and its band are the forecast ``scalerl forecast`` prints, with its :data:`FORECAST_LEVEL` prediction
 interval (:func:`sweep_extrapolations`): a variant's pooled fit borrows strength from the sweep's
-other variants (:func:`scalerl.harness.analysis.hierarchical.forecast_with_siblings`, the single-curve
+other variants (:func:`scalerl.harness.analysis.forecast.sweep_prior.forecast_with_siblings`, the single-curve
 :func:`scalerl.harness.analysis.forecast_curve` when fewer than two siblings pin a ceiling), a per-run
 fit gets the single-curve forecast of its own points. Where there is no sound forecast, the fitted
 sigmoid and its parameter box are drawn instead. Bands and forecasts of a bounded metric are clipped
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from scalerl.harness.analysis.curve import sigmoid_curve as sigmoid
+from scalerl.harness.analysis.fit.curve import sigmoid_curve as sigmoid
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.report._style import AXES, AXIS_LABELS, esc, fmt, fmt_interval, variant_colors
 from scalerl.harness.report.downsample import display_indices
@@ -37,10 +37,10 @@ from scalerl.harness.report.downsample import display_indices
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-    from scalerl.harness.analysis.bounds import Bounds
-    from scalerl.harness.analysis.forecaster import CurveForecast
+    from scalerl.harness.analysis.forecast.bounds import Bounds
+    from scalerl.harness.analysis.forecast.ensemble import CurveForecast
 
-# Only an ``ok`` fit pins its ceiling (scalerl.harness.analysis.curve.FitStatus); any other status is
+# Only an ``ok`` fit pins its ceiling (scalerl.harness.analysis.fit.curve.FitStatus); any other status is
 # listed in the legend with its reason and gets no curve, extrapolation or band.
 CONFIDENT_STATUSES: frozenset[str] = frozenset({"ok"})
 LEGEND_SEEDS_UP_TO = 24
@@ -69,9 +69,9 @@ def extrapolation_grid(x_max: float, extrapolate_factor: float) -> np.ndarray:
 
 def figure_bounds(pts: pd.DataFrame, metric: str) -> Bounds | None:
     """The range the page clips ``metric``'s forecasts and bands to: the default rule of
-    ``scalerl forecast`` (:func:`scalerl.harness.analysis.bounds.resolve_bounds`) on its name and
+    ``scalerl forecast`` (:func:`scalerl.harness.analysis.forecast.bounds.resolve_bounds`) on its name and
     the points shown, so the page and the command print one number."""
-    from scalerl.harness.analysis.bounds import resolve_bounds
+    from scalerl.harness.analysis.forecast.bounds import resolve_bounds
 
     values = pts["value"].to_numpy(dtype=float) if not pts.empty else None
     return resolve_bounds(metric, values).bounds
@@ -88,10 +88,10 @@ def sweep_extrapolations(
     to ``bounds`` (:func:`figure_bounds`; None: unclipped).
 
     The same forecast as ``scalerl forecast`` (and ``fit``'s forecast lines): a variant's seeds are
-    pooled into one point cloud and :func:`~scalerl.harness.analysis.hierarchical.forecast_sweep`
+    pooled into one point cloud and :func:`~scalerl.harness.analysis.forecast.sweep_prior.forecast_sweep`
     gives each every other variant with points as its siblings, so the page and the command print
     one number. Keyed by variant; per-run fits are not here (they forecast their own points)."""
-    from scalerl.harness.analysis.hierarchical import forecast_sweep
+    from scalerl.harness.analysis.forecast.sweep_prior import forecast_sweep
 
     if pts.empty or fit_rows.empty:
         return {}
@@ -307,8 +307,8 @@ def fit_traces(
     """
     import plotly.graph_objects as go
 
-    from scalerl.harness.analysis.bounds import clip_to_bounds
-    from scalerl.harness.analysis.forecaster import forecast_curve
+    from scalerl.harness.analysis.forecast.bounds import clip_to_bounds
+    from scalerl.harness.analysis.forecast.ensemble import forecast_curve
 
     variant = str(fit["variant"])
     label = esc(variant) if label is None else label

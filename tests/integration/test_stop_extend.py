@@ -17,8 +17,8 @@ import yaml
 
 from scalerl import db
 from scalerl.db import queries
-from scalerl.harness.analysis.spending import LookPlan
-from scalerl.harness.analysis.verdicts import Verdict
+from scalerl.harness.analysis.verdicts.spending import LookPlan
+from scalerl.harness.analysis.verdicts.types import Verdict
 from scalerl.harness.cli import main
 from scalerl.harness.execution.decide import DecideMonitor
 from scalerl.harness.execution.runners.reference import ReferenceRunner

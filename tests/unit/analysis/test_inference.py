@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from scalerl.harness.analysis.inference import Contrast, bh, pool_groups
+from scalerl.harness.analysis.verdicts.inference import Contrast, bh, pool_groups
 
 
 def test_equal_weights_reduce_to_the_pooled_anova() -> None:

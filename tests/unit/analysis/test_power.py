@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from scalerl.harness.analysis.power import mde, seeds_for, z_two_sided
-from scalerl.harness.analysis.sweep import noise_notes
-from scalerl.harness.analysis.verdicts import VerdictOptions, classify
+from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.power import mde, seeds_for, z_two_sided
+from scalerl.harness.analysis.verdicts.service import noise_notes
+from scalerl.harness.analysis.verdicts.types import VerdictOptions
 from tests.unit.analysis.sweeps import synthetic_sweep
 
 K = 1.959964 + 0.841621  # z_{0.975} + z_{0.8}

@@ -221,7 +221,7 @@ def test_a_changed_config_under_a_taken_variant_and_seed_is_refused(url: str) ->
 
 
 def test_the_fit_axes_are_the_analysis_axes() -> None:
-    from scalerl.harness.analysis.sweep import AXES
+    from scalerl.harness.analysis.verdicts.service import AXES
 
     assert attach.FIT_AXES == AXES
 

@@ -12,10 +12,12 @@ import pytest
 
 from scalerl import db
 from scalerl.db import RunRecord, queries
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.decision import decided
-from scalerl.harness.analysis.spending import LookPlan
-from scalerl.harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.groups import VariantCurves
+from scalerl.harness.analysis.verdicts.decision import decided
+from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.spending import LookPlan
+from scalerl.harness.analysis.verdicts.types import Verdict, VerdictOptions
 from scalerl.harness.execution.decide import DecideMonitor, futility, looks_due, plan_stops
 from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
 
@@ -347,8 +349,8 @@ def test_the_slowest_run_sets_the_fraction_and_an_unknown_budget_falls_back_to_p
 
 
 def test_fit_says_what_would_decide_each_undecided_knob() -> None:
-    from scalerl.harness.analysis.decision import what_decides
-    from scalerl.harness.analysis.verdicts import SweepAnalysis
+    from scalerl.harness.analysis.verdicts.decision import what_decides
+    from scalerl.harness.analysis.verdicts.types import SweepAnalysis
 
     # A mover whose dA interval [+0.001, +0.099] straddles the margin 0.02: se = 0.098 / 3.92 =
     # 0.025, distance 0.05 - 0.02 = 0.03, so 2.80 x se' <= 0.03 needs se' <= 0.0107, i.e.

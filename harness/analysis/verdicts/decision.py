@@ -17,7 +17,7 @@ inside it nor wholly beyond it. Decided:
 :func:`what_decides` answers "where should the next GPU-hours go" for every knob that is not
 decided, at the current noise. Seeds (an ``undecided`` verdict whose ``pending`` is "seeds"): the
 seeds per variant at which an interval of the same centre would clear its threshold with 80%
-power (:func:`scalerl.harness.analysis.power.seeds_for`, the interval's SE scaling as
+power (:func:`scalerl.harness.analysis.verdicts.power.seeds_for`, the interval's SE scaling as
 ``1/sqrt(seeds)``); dA alone when its estimate is beyond the margin (the mover claim), else
 every interval of the equivalence claim. Compute (``pending`` "compute", a ceiling not
 measured): the compute at which each unpinned pooled fit passes its inflection and comes within
@@ -30,9 +30,9 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from scalerl.harness.analysis.curve import compute_to_reach
-from scalerl.harness.analysis.power import DEFAULT_POWER, seeds_for
-from scalerl.harness.analysis.verdicts import SweepAnalysis, Verdict, VerdictOptions
+from scalerl.harness.analysis.fit.curve import compute_to_reach
+from scalerl.harness.analysis.verdicts.power import DEFAULT_POWER, seeds_for
+from scalerl.harness.analysis.verdicts.types import SweepAnalysis, Verdict, VerdictOptions
 
 MIN_REL_EFFECT = VerdictOptions.min_rel_effect
 

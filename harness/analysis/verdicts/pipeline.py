@@ -7,7 +7,7 @@ metric, same compute axis) by intervals at the sweep's level (``VerdictOptions.l
 1. **Noise and seeds.** Every point has its standard error (binomial where its sample count is
    known, else the curve's residual scatter). Every run is fitted on its own, with one R0 for the
    whole sweep (:func:`shared_r0`: the runs' first evaluations, when they share a start).
-   Each seed is judged (:mod:`scalerl.harness.analysis.collapse`): a diverged or collapsed seed is
+   Each seed is judged (:mod:`scalerl.harness.analysis.verdicts.collapse`): a diverged or collapsed seed is
    set aside and *named in the verdict*, which is judged on the remaining seeds; only when more
    than half of a variant's seeds fail is it ``unstable`` (a baseline that fails makes every
    verdict ``unfit``). A seed that overshot and settled is kept and noted.
@@ -20,7 +20,7 @@ metric, same compute axis) by intervals at the sweep's level (``VerdictOptions.l
 3. **dA with a t interval.** Each seed's ceiling is one observation: its plateau level (the mean
    of its points over the last 20% of compute; its own fit's A where evaluations are log-spaced
    and too few points lie there). The seeds of every measured group are pooled over the sweep
-   (:mod:`scalerl.harness.analysis.inference`: random effects, Hartung-Knapp scale, seeds -
+   (:mod:`scalerl.harness.analysis.verdicts.inference`: random effects, Hartung-Knapp scale, seeds -
    groups degrees of freedom, a group's own scatter where it is significantly larger); dA = the
    variant's weighted seed mean less the baseline's. A plateau level sits below A by what the
    curve still has to climb, shared by the variant's seeds: its late creep (less what the
@@ -56,191 +56,36 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import t as student_t
 
-from scalerl.harness.analysis.collapse import CollapseOptions, judge
-from scalerl.harness.analysis.curve import FitOptions, FloatArray, SigmoidFit, prepare
-from scalerl.harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
-from scalerl.harness.analysis.inference import Contrast, bh, pool_groups
-from scalerl.harness.analysis.noise import NoiseSource, point_se
-from scalerl.harness.analysis.power import DEFAULT_POWER
-from scalerl.harness.analysis.uncertainty import DEFAULT_BOOT, BootstrapResult, bootstrap_fits
+from scalerl.harness.analysis.fit.bootstrap import BootstrapResult, bootstrap_fits
+from scalerl.harness.analysis.fit.curve import FitOptions, FloatArray, SigmoidFit
+from scalerl.harness.analysis.fit.fitters import Curve, Fitter, fit_sigmoid_many
+from scalerl.harness.analysis.groups import VariantCurves
+from scalerl.harness.analysis.noise.point import NoiseSource, point_se
+from scalerl.harness.analysis.verdicts.ceiling import (
+    a_se_from_noise,
+    group_top,
+    late_level,
+    late_rises,
+    pins_ceiling,
+    plateau_level,
+    remaining_climb,
+    seed_a_var,
+    shared_r0,
+    still_rising,
+    typical_a_se,
+    unpinned_reason,
+)
+from scalerl.harness.analysis.verdicts.inference import Contrast, bh, pool_groups
+from scalerl.harness.analysis.verdicts.seeds import SeedGroup, judge_seeds
+from scalerl.harness.analysis.verdicts.types import SweepAnalysis, Verdict, VerdictKind, VerdictOptions
 
-VerdictKind = Literal["asymptote-mover", "efficiency-shaper", "no-effect", "undecided", "unstable", "unfit"]
 _NAN = math.nan
-
-
-@dataclass(frozen=True)
-class VerdictOptions:
-    margin: float = 0.02
-    n_boot: int = DEFAULT_BOOT
-    level: float = 0.95
-    seed: int = 0
-    # Smallest efficiency change worth a verdict: 10% in B, or C_mid moving by a factor of 1.1.
-    min_rel_effect: float = 0.1
-    # Collapse test (see the module docstring): false-alarm rate per curve before the Bonferroni
-    # correction over candidate peaks, the smallest drop worth calling a collapse (the paper's
-    # 0.02 margin), the last window's share of the points and its minimum width.
-    collapse_alpha: float = 0.001
-    collapse_drop: float = 0.02
-    tail_fraction: float = 0.2
-    smooth: int = 5
-    power: float = DEFAULT_POWER  # the power at which mde_a / mde_b are stated
-    # Targets from the sweep's ``power:`` section: the seeds per variant that would reach them.
-    detect_d_a: float | None = None
-    detect_d_b: float | None = None
-    # A seed's ceiling once its curve has plateaued: "plateau" (its mean over the last 20% of its
-    # compute; see plateau_level) or "fit" (its own sigmoid fit's A).
-    ceiling: Literal["plateau", "fit"] = "plateau"
-    # The seed-to-seed sd of a ceiling when it is known rather than measured (an earlier replicate
-    # study; the sweep's fit.seed_sd): intervals then use it with a normal reference.
-    seed_sd: float | None = None
-
-
-@dataclass(frozen=True)
-class VariantCurves:
-    """One variant's curves, one per seed (``run_ids`` in the same order)."""
-
-    variant: str
-    curves: tuple[Curve, ...]
-    knob: str | None = None
-    alternative: str | None = None
-    run_ids: tuple[str, ...] = ()
-    # Per curve: the Bernoulli sample count behind each point (aligned with its values; NaN where
-    # unknown), or None / left out when the curve has none: its noise is then estimated.
-    n: tuple[ArrayLike | None, ...] = ()
-
-    def counts(self, i: int) -> ArrayLike | None:
-        return self.n[i] if i < len(self.n) else None
-
-
-@dataclass(frozen=True)
-class Verdict:
-    knob: str | None
-    variant: str
-    alternative: str | None
-    verdict: VerdictKind
-    a_base: float
-    a_variant: float
-    d_a: float
-    d_a_lo: float
-    d_a_hi: float
-    b_base: float
-    b_variant: float
-    d_b: float
-    d_b_lo: float
-    d_b_hi: float
-    margin: float
-    reason: str
-    d_log_c_mid: float = _NAN
-    d_log_c_mid_lo: float = _NAN
-    d_log_c_mid_hi: float = _NAN
-    mde_a: float = _NAN  # smallest |dA| detectable at 80% power with these seeds and this noise
-    mde_b: float = _NAN
-    # Seeds per variant that reach VerdictOptions.detect_d_a / detect_d_b (None: not asked, or
-    # unreachable by seeds; ``power_note`` says which, in words).
-    seeds_for_a: int | None = None
-    seeds_for_b: int | None = None
-    power_note: str = ""
-    # What would decide an ``undecided`` verdict: "seeds" (the intervals are set by seed noise) or
-    # "compute" (a ceiling is not measured yet); empty for every other verdict.
-    pending: str = ""
-    # The p-value of the verdict's best claim (before the sweep's false-discovery step); NaN when
-    # no claim could be tested.
-    p_value: float = _NAN
-
-    def row(self, metric: str, axis: str) -> dict[str, Any]:
-        """The ``store.replace_verdicts`` row (the verdict table's columns)."""
-        keys = (
-            "knob",
-            "variant",
-            "alternative",
-            "verdict",
-            "a_base",
-            "a_variant",
-            "d_a",
-            "d_a_lo",
-            "d_a_hi",
-            "b_base",
-            "b_variant",
-            "d_b",
-            "d_b_lo",
-            "d_b_hi",
-            "margin",
-            "reason",
-            "mde_a",
-            "mde_b",
-        )
-        return {k: getattr(self, k) for k in keys} | {"metric": metric, "axis": axis}
-
-
-@dataclass(frozen=True)
-class SweepAnalysis:
-    run_fits: dict[str, SigmoidFit]
-    variant_fits: dict[str, BootstrapResult]
-    seed_noise: float
-    margin: float
-    verdicts: list[Verdict] = field(default_factory=list)
-    # Which component set the margin: "configured", "seed noise" or "measurement noise".
-    margin_source: str = "configured"
-    # The mean over healthy runs of the SE of A implied by the points' measurement noise.
-    noise_a: float = _NAN
-    # Where the point noise came from, per variant: binomial, residual, mixed or unknown.
-    noise_sources: dict[str, NoiseSource] = field(default_factory=dict)
-    seeds: int = 1  # the fewest seeds of any variant (what the power statements assume)
-    df: int = 0  # degrees of freedom of the pooled seed variance on A (seeds - groups)
-    r0: float = _NAN  # the sweep's shared R0 (NaN: each fit has its own)
-
-
 _NORMAL = NormalDist()
-
-
-def _a_se_from_noise(fit: SigmoidFit, curve: Curve, sigma: FloatArray, opts: FitOptions) -> float:
-    """The SE of A that the points' measurement noise implies for one fit: the A entry of the
-    linearised weighted-least-squares covariance ``(J^T W J)^-1`` over (A, B, log C_mid) at the
-    fitted parameters, on the fit's windowed points (R0 held at its value). NaN if not ok."""
-    if not fit.ok or not all(math.isfinite(p) for p in (fit.a, fit.b, fit.c_mid, fit.r0)):
-        return math.nan
-    prep = prepare(curve[0], curve[1], opts, r0_override=fit.r0, sigma=sigma)
-    if prep.sigma is None or prep.x.size < 4:
-        return math.nan
-    x, sd = prep.x, prep.sigma
-    u = (fit.c_mid / x) ** fit.b
-    g = 1.0 / (1.0 + u)
-    gain = fit.a - fit.r0
-    jac = np.column_stack(
-        [
-            g,  # dR/dA
-            gain * u * np.log(x / fit.c_mid) * g**2,  # dR/dB
-            -gain * fit.b * u * g**2,  # dR/dlog C_mid
-        ]
-    )
-    info = (jac / sd[:, None] ** 2).T @ jac
-    try:
-        cov = np.linalg.inv(info)
-    except np.linalg.LinAlgError:
-        return math.nan
-    var_a = float(cov[0, 0])
-    return math.sqrt(var_a) if math.isfinite(var_a) and var_a > 0 else math.nan
-
-
-def _typical_a_se(a_ses: Sequence[float]) -> float:
-    """The mean of the runs' linearised SEs of A, the largest 10% left out when there are 10 or
-    more (one run whose A is barely pinned should not set every knob's margin).
-
-    The mean, not the median: the linearisation misses the sigmoid's curvature, so a typical run
-    understates the spread of A; on the demo's shape (30 points, n=128, A=0.6) 300 draws gave a
-    measured sd of A of 0.0273, a mean SE of 0.0277 and a median SE of 0.0195.
-    """
-    finite = np.sort(np.array([x for x in a_ses if math.isfinite(x)], dtype=np.float64))
-    if not finite.size:
-        return _NAN
-    keep = finite[: math.ceil(0.9 * finite.size)] if finite.size >= 10 else finite
-    return float(keep.mean())
 
 
 def _blank(
@@ -295,283 +140,6 @@ def _extrapolation_note(fits: Sequence[tuple[VariantCurves, float]], margin: flo
     return f"; note: extrapolated ceiling ({', '.join(parts)})" if parts else ""
 
 
-# How far above a run's highest observed value its fitted A may sit and still count as a measured
-# ceiling (the observed maximum sits above the plateau by the point noise; the same floor as the
-# extrapolated-ceiling note).
-PINNED_A_TOLERANCE = 0.05
-
-
-def _pins_ceiling(fit: SigmoidFit, curve: Curve, opts: FitOptions) -> bool:
-    """Whether one run's fit measures its ceiling rather than extrapolating it.
-
-    The seed noise is the spread of *measured* ceilings. A per-seed A at the upper bound, or far
-    above anything the run reached, is where a still-rising sigmoid says the run would go: on the
-    demo's 300-step curves two such seeds (A = 1.0 and 0.74 against observed maxima of 0.75 and
-    0.62) tripled the pooled sd, set a 0.089 margin and hid every knob. Those seeds still enter the
-    pooled fits and their bootstrap intervals; they are only kept out of the noise floor.
-    """
-    if not fit.ok or not math.isfinite(fit.a):
-        return False
-    values = np.asarray(curve[1], dtype=np.float64)
-    values = values[np.isfinite(values)]
-    if not values.size:
-        return False
-    at_bound = fit.a >= opts.a_bounds[1] - 1e-9
-    return not at_bound and fit.a - float(values.max()) <= PINNED_A_TOLERANCE
-
-
-def _unpinned(vc: VariantCurves, fit: SigmoidFit, margin: float) -> str:
-    """Why a pooled fit does not measure its ceiling ('' when it does): it never passed its
-    inflection, or its A lies far above anything its curves reached (the extrapolated-ceiling rule:
-    more than max(0.05, 2 x margin) above the highest observed value)."""
-    if fit.status == "pre-inflection":
-        return f"{vc.variant} has not passed its inflection (C_mid={fit.c_mid:.3g} beyond its last compute)"
-    values = np.concatenate([np.asarray(v, dtype=np.float64) for _, v in vc.curves] or [np.zeros(0)])
-    values = values[np.isfinite(values)]
-    observed = float(values.max()) if values.size else math.nan
-    if fit.ok and math.isfinite(observed) and fit.a - observed > max(0.05, 2.0 * margin):
-        return f"{vc.variant}'s A={fit.a:.3f} is an extrapolation (highest observed value {observed:.3f})"
-    return ""
-
-
-# The share of each run's points (by compute, at least 3) whose mean is its late level.
-LATE_SHARE = 0.2
-
-
-def late_level(vc: VariantCurves, sigma: Sequence[FloatArray]) -> tuple[float, float]:
-    """(mean, standard error) of the variant's late level: each seed's mean over its last
-    ``LATE_SHARE`` of points, averaged over seeds. The SE combines the points' measurement noise
-    with the seed-to-seed spread of those means (the larger of the two). For a curve still rising
-    toward its ceiling the late level is a lower bound on A."""
-    means, noise_vars = [], []
-    for (c, v), se in zip(vc.curves, sigma, strict=True):
-        cc, vv = np.asarray(c, dtype=np.float64), np.asarray(v, dtype=np.float64)
-        ss = np.broadcast_to(np.asarray(se, dtype=np.float64), vv.shape)
-        keep = np.isfinite(cc) & np.isfinite(vv)
-        order = np.argsort(cc[keep], kind="stable")
-        vv, ss = vv[keep][order], ss[keep][order]
-        k = max(3, round(LATE_SHARE * vv.size))
-        if vv.size < k:
-            continue
-        means.append(float(vv[-k:].mean()))
-        tail = ss[-k:]
-        noise_vars.append(float(np.nansum(tail**2)) / k**2)
-    if not means:
-        return math.nan, math.nan
-    m = np.array(means)
-    se_noise = math.sqrt(sum(noise_vars)) / m.size
-    se_seed = float(np.std(m, ddof=1)) / math.sqrt(m.size) if m.size > 1 else 0.0
-    return float(m.mean()), max(se_noise, se_seed)
-
-
-def shared_r0(curves: Sequence[Curve], opts: FitOptions) -> float | None:
-    """One R0 for the whole sweep, or None to leave each fit its own.
-
-    A LOO sweep's runs start from one checkpoint, so their compute-0 evaluations measure one
-    number; estimating it per variant from three noisy points and holding it fixed turned R0
-    noise into efficiency "effects" (with no seed noise at all, 49% of null knobs were shapers;
-    with R0 shared, none). Shared only when every run starts at the same compute (a curve
-    imported from its 10th evaluation on has its own start), and never when the options fix or
-    fit R0 themselves: the mean over runs of each run's *first* value. Only the first: later
-    evaluations have already risen (at a budget that reaches the plateau, the second evaluation
-    of a fast curve can be 3/4 up its gain), and an R0 biased up bends every fit's A and B.
-    """
-    if opts.r0 is not None or opts.fit_r0 or not curves:
-        return None
-    starts, firsts = [], []
-    for c, v in curves:
-        cc, vv = np.asarray(c, dtype=np.float64), np.asarray(v, dtype=np.float64)
-        keep = np.isfinite(cc) & np.isfinite(vv)
-        if not keep.any():
-            return None
-        order = np.argsort(cc[keep], kind="stable")
-        starts.append(float(cc[keep][order][0]))
-        firsts.append(float(vv[keep][order][0]))
-    lo, hi = min(starts), max(starts)
-    if hi - lo > 1e-9 * max(1.0, abs(hi)):
-        return None
-    return float(np.mean(firsts))
-
-
-@dataclass
-class _Seeds:
-    """One variant's seeds as the rule sees them: which are judged, which were set aside."""
-
-    vc: VariantCurves
-    sigma: list[FloatArray]
-    fits: list[SigmoidFit]
-    healthy: list[int]
-    set_aside: list[str]  # "run (why)" for each diverged or collapsed seed
-    unstable: str  # why the whole variant is unstable ('' when at most half its seeds failed)
-    settled: list[str] = field(default_factory=list)  # seeds that peaked and settled (kept, noted)
-
-    def run(self, i: int) -> str:
-        return self.vc.run_ids[i] if i < len(self.vc.run_ids) else f"curve {i}"
-
-    def note(self) -> str:
-        extra = f"; note: {'; '.join(self.settled)}" if self.settled else ""
-        if not self.set_aside:
-            return extra
-        kept = [self.run(i) for i in self.healthy]
-        return extra + (
-            f"; {self.vc.variant}: {'; '.join(self.set_aside)}, so it is judged on "
-            f"{len(kept)} seed(s) ({', '.join(kept)})"
-        )
-
-
-def _health(
-    vc: VariantCurves, sigma: list[FloatArray], fits: list[SigmoidFit], opts: VerdictOptions
-) -> _Seeds:
-    """Judge each seed; a collapse is a finding about that seed, and only a majority of failed
-    seeds makes the variant unstable (one dip in three seeds used to void the whole knob)."""
-    healthy, aside, whys, settled = [], [], [], []
-    copts = CollapseOptions(opts.collapse_alpha, opts.collapse_drop, opts.tail_fraction, opts.smooth)
-    for i, (c, v) in enumerate(vc.curves):
-        seed = vc.run_ids[i] if i < len(vc.run_ids) else f"curve {i}"
-        vals = np.asarray(v, dtype=np.float64)
-        bad = int((~np.isfinite(vals)).sum())
-        if bad:
-            aside.append(f"{seed} diverged ({bad} non-finite value(s))")
-            whys.append(f"diverged: {bad} non-finite value(s) in {seed}")
-            continue
-        health = judge(c, vals, sigma[i], copts)
-        if health.kind == "collapsed":
-            aside.append(f"{seed} collapsed ({health.how})")
-            whys.append(f"collapsed: {seed} {health.how}")
-            continue
-        if health.kind == "settled":
-            settled.append(f"{seed} overshot and settled ({health.how})")
-        healthy.append(i)
-    unstable = ""
-    if 2 * len(aside) > len(vc.curves) or not healthy:
-        unstable = f"{len(aside)} of {len(vc.curves)} seeds failed: " + "; ".join(whys)
-    return _Seeds(vc, sigma, fits, healthy, aside, unstable, settled)
-
-
-def _seed_a_var(fit: SigmoidFit, curve: Curve, se: float) -> float:
-    """One seed's sampling variance of A for the pooled weights: the linearised SE squared, or,
-    for a seed whose A is an extrapolation (at its bound, or above anything it reached), at
-    least the square of that extrapolation: a ceiling guessed 0.08 above the data is uncertain
-    by about that much, and the weights should say so rather than drop the seed (dropping the
-    slow seeds would bias the variant's A down)."""
-    values = np.asarray(curve[1], dtype=np.float64)
-    values = values[np.isfinite(values)]
-    reach = fit.a - float(values.max()) if values.size else math.nan
-    var = se * se if math.isfinite(se) else 0.0
-    if math.isfinite(reach) and reach > 0:
-        var = max(var, reach * reach)
-    return var
-
-
-# The late share of each run's points (by compute) in which a plateau is checked, and the one-sided
-# level at which a rise there means the ceiling is not reached.
-RISE_SHARE = 0.4
-RISE_LEVEL = 0.95
-# A rise smaller than this share of the margin over the last 40% of compute is a plateau creeping
-# up: what remains of a sigmoid past such a window is about twice that rise, under the margin.
-RISE_MATERIAL = 0.5
-
-
-def group_top(vc: VariantCurves) -> float:
-    """The most compute any of the variant's runs reached: the late windows are placed against it,
-    so a run still going (a live sweep) that has not reached them is left out, not judged on its
-    own, earlier "end"."""
-    tops = [float(np.nanmax(np.asarray(c, dtype=np.float64))) for c, _ in vc.curves if np.size(c)]
-    return max(tops) if tops else math.nan
-
-
-def late_rises(vc: VariantCurves, sigma: Sequence[FloatArray]) -> tuple[list[float], list[float]]:
-    """Per seed: the mean of its points in the last half of the variant's late compute (the last
-    ``RISE_SHARE`` = 40% of the most compute any of its runs reached) less the mean in the first
-    half, and that difference's variance from the points' SEs. One number per seed, so a run's
-    autocorrelated wander shows up in the seeds' spread rather than being averaged away."""
-    top = group_top(vc)
-    diffs, noise = [], []
-    for (c, v), point_se_ in zip(vc.curves, sigma, strict=True):
-        cc, vv = np.asarray(c, dtype=np.float64), np.asarray(v, dtype=np.float64)
-        ss = np.broadcast_to(np.asarray(point_se_, dtype=np.float64), vv.shape)
-        keep = np.isfinite(cc) & np.isfinite(vv)
-        cc, vv, ss = cc[keep], vv[keep], ss[keep]
-        if cc.size < 6:
-            continue
-        lo, mid = top * (1.0 - RISE_SHARE), top * (1.0 - RISE_SHARE / 2.0)
-        early, late = (cc >= lo) & (cc < mid), cc >= mid
-        if early.sum() < 2 or late.sum() < 2:
-            continue
-        diffs.append(float(vv[late].mean() - vv[early].mean()))
-        noise.append(
-            float(np.nansum(ss[early] ** 2)) / float(early.sum()) ** 2
-            + float(np.nansum(ss[late] ** 2)) / float(late.sum()) ** 2
-        )
-    return diffs, noise
-
-
-def still_rising(
-    name: str, diffs: Sequence[float], noise: Sequence[float], pooled_sd: float, df: int, margin: float
-) -> str:
-    """Why a variant's curves are still rising at the end ('' when they are not shown to be).
-
-    A sigmoid fit can "find" a plateau in a curve that has not reached one (AR(1) wander, a
-    slow curve cut at 60% of its gain): on simulated sweeps those fits made slower shapers look
-    like ceiling drops. This check uses no fit: the seeds' :func:`late_rises`. Their spread is
-    pooled over the sweep (``pooled_sd`` with ``df`` degrees of freedom; three seeds alone would
-    need t(2) and give one false alarm in ten groups, and a falsely rising baseline voids the
-    whole sweep), the SE at least what the points' own noise implies. Rising = the mean rise is
-    positive at one-sided ``RISE_LEVEL`` and at least ``RISE_MATERIAL`` (half) of the margin (a
-    plateau creeping up by less cannot move a verdict).
-    """
-    if not diffs:
-        return ""
-    d = np.asarray(diffs, dtype=np.float64)
-    mean = float(d.mean())
-    se_points = math.sqrt(float(np.mean(noise)) / d.size)
-    if df > 0 and math.isfinite(pooled_sd):
-        se = max(pooled_sd / math.sqrt(d.size), se_points)
-        crit = float(student_t.ppf(RISE_LEVEL, df))
-    else:
-        se, crit = se_points, _NORMAL.inv_cdf(RISE_LEVEL)
-    if mean > max(RISE_MATERIAL * margin, crit * se) and se > 0:
-        return (
-            f"{name} is still rising at the end of its compute (its last points are {mean:+.3f} "
-            f"above the ones before, {mean / se:.1f} SE)"
-        )
-    return ""
-
-
-def plateau_level(curve: Curve, se: ArrayLike, top: float) -> tuple[float, float]:
-    """(mean, its variance from the points' SEs) of one run's points in the last half of its
-    variant's late compute (the last ``RISE_SHARE / 2`` = 20% of ``top``, the most compute any run
-    of the variant reached; NaN when the run has under 2 points there): its ceiling, once
-    :func:`still_rising` has found no rise there. Needs no fit, so it cannot degenerate: on
-    simulated sweeps whose budget ends on the plateau, per-seed sigmoid fits with the rise
-    windowed away scattered A by 0.06-0.10 across seeds whose true spread was 0.02."""
-    cc, vv = np.asarray(curve[0], dtype=np.float64), np.asarray(curve[1], dtype=np.float64)
-    ss = np.broadcast_to(np.asarray(se, dtype=np.float64), vv.shape)
-    keep = np.isfinite(cc) & np.isfinite(vv)
-    cc, vv, ss = cc[keep], vv[keep], ss[keep]
-    late = cc >= top * (1.0 - RISE_SHARE / 2.0)
-    k = int(late.sum())
-    if k < 2:
-        return _NAN, _NAN
-    return float(vv[late].mean()), float(np.nansum(ss[late] ** 2)) / (k * k)
-
-
-def remaining_climb(fit: SigmoidFit, curve: Curve, top: float) -> float:
-    """What the fitted sigmoid still climbs past one run's plateau window (:func:`plateau_level`):
-    the fit's A less the fit's mean over the run's points in the window; 0 where the fit is not
-    usable, never negative (a fitted rise ends at A). Near 0 once a budget reaches the plateau;
-    a few hundredths on a curve cut at 90% of its gain."""
-    if not fit.ok:
-        return 0.0
-    cc = np.asarray(curve[0], dtype=np.float64)
-    cc = cc[np.isfinite(cc)]
-    late = cc[cc >= top * (1.0 - RISE_SHARE / 2.0)]
-    if late.size == 0:
-        return 0.0
-    r = float(fit.a - np.mean(fit.predict(late)))
-    return max(r, 0.0) if math.isfinite(r) else 0.0
-
-
 # exp() of a log-scale interval's end: an interval of a B that is barely identified (a curve cut
 # early, looked at by stop-when-decided) can reach e^710 and beyond, which math.exp cannot hold.
 _LOG_MAX = math.log(np.finfo(np.float64).max)
@@ -623,7 +191,7 @@ def _fmt(d: float, lo: float, hi: float) -> str:
 class _Judged:
     """A variant's contrasts and claims before the sweep-wide false-discovery step."""
 
-    seeds: _Seeds
+    seeds: SeedGroup
     a: Contrast
     b: Contrast | None = None  # log B at the common A
     c: Contrast | None = None  # log C_mid at the common A
@@ -636,7 +204,7 @@ class _Judged:
 
 def _claims(j: _Judged, margin: float, thr: float) -> dict[str, float]:
     """Each decidable verdict's p-value, worded so that p < 1 - level exactly when its printed
-    interval(s) lie in the verdict's region (see :mod:`scalerl.harness.analysis.inference`)."""
+    interval(s) lie in the verdict's region (see :mod:`scalerl.harness.analysis.verdicts.inference`)."""
     if j.late:
         # Only "the ceiling rises" can be shown from a lower bound.
         return {"asymptote-mover": j.a.p_beyond(margin) if j.a.d > 0 else 1.0}
@@ -681,14 +249,14 @@ def classify(
     flat_sigma: list[ArrayLike | None] = [se for vc in everyone for se in sigma[vc.variant]]
     flat_fits = fit_sigmoid_many(flat_curves, options=fopts, method=method, sigma=flat_sigma)
     run_fits: dict[str, SigmoidFit] = {}
-    seeds: dict[str, _Seeds] = {}
+    seeds: dict[str, SeedGroup] = {}
     k = 0
     for vc in everyone:
         fits = list(flat_fits[k : k + len(vc.curves)])
         k += len(vc.curves)
         for i, f in enumerate(fits):
             run_fits[vc.run_ids[i] if i < len(vc.run_ids) else f"{vc.variant}#{i}"] = f
-        seeds[vc.variant] = _health(vc, sigma[vc.variant], fits, vopts)
+        seeds[vc.variant] = judge_seeds(vc, sigma[vc.variant], fits, vopts)
     # 2. Pooled fits (all healthy seeds' points together) with bootstrap bands: the curves the
     #    report draws, and the test of whether a variant's ceiling is measured at all.
     healthy_curves = {n: [s.vc.curves[i] for i in s.healthy] or list(s.vc.curves) for n, s in seeds.items()}
@@ -721,7 +289,7 @@ def classify(
         ceiling = "fit"
     # Why each variant's ceiling is not measured ('' when it is).
     unpinned = {
-        n: _unpinned(healthy_vc[n], pooled[n].fit, margin)
+        n: unpinned_reason(healthy_vc[n], pooled[n].fit, margin)
         or still_rising(n, *rises.get(n, ([], [])), rise_pool.seed_sd, rise_pool.df, margin)
         for n in healthy_vc
     }
@@ -740,7 +308,7 @@ def classify(
             continue
         s = seeds[vc.variant]
         fitted = [i for i in s.healthy if s.fits[i].ok]
-        se_of = {i: _a_se_from_noise(s.fits[i], s.vc.curves[i], s.sigma[i], fopts) for i in fitted}
+        se_of = {i: a_se_from_noise(s.fits[i], s.vc.curves[i], s.sigma[i], fopts) for i in fitted}
         if ceiling == "plateau":
             top = group_top(healthy_vc[vc.variant])
             levels = [plateau_level(s.vc.curves[i], s.sigma[i], top) for i in s.healthy]
@@ -750,8 +318,8 @@ def classify(
             a_vars[vc.variant] = [v for _, v in levels]
         else:
             a_vals[vc.variant] = [s.fits[i].a for i in fitted]
-            a_vars[vc.variant] = [_seed_a_var(s.fits[i], s.vc.curves[i], se_of[i]) for i in fitted]
-        a_ses += [se_of[i] for i in fitted if _pins_ceiling(s.fits[i], s.vc.curves[i], fopts)]
+            a_vars[vc.variant] = [seed_a_var(s.fits[i], s.vc.curves[i], se_of[i]) for i in fitted]
+        a_ses += [se_of[i] for i in fitted if pins_ceiling(s.fits[i], s.vc.curves[i], fopts)]
     # The baseline's variance is never below its own seeds' scatter: it is in every contrast
     # (inference._floor_own).
     pooled_a = pool_groups(a_vals, a_vars, known_sd=vopts.seed_sd, own_floor=(baseline.variant,))
@@ -1007,7 +575,7 @@ def classify(
         margin,
         ordered,
         margin_source="configured",
-        noise_a=_typical_a_se(healthy_a_ses),
+        noise_a=typical_a_se(healthy_a_ses),
         noise_sources=sources,
         seeds=min(len(vc.curves) for vc in everyone),
         df=pooled_a.df,

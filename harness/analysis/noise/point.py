@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.curve import FloatArray
+from scalerl.harness.analysis.fit.curve import FloatArray
 
 NoiseSource = Literal["binomial", "residual", "mixed", "unknown"]
 TRIM = 0.9  # share of the standardised pseudo-residuals kept (the smallest in magnitude)
@@ -112,3 +112,16 @@ def point_se(
 def window_se(se: FloatArray) -> float:
     """Standard error of the mean of independent points with standard errors ``se``."""
     return float(math.sqrt(float(np.sum(se**2)))) / se.size if se.size else math.nan
+
+
+# A perfectly smooth curve still gets a non-degenerate forecast interval.
+_SCALE_FLOOR = 1e-3
+
+
+def noise_scale(values: FloatArray) -> float:
+    """Robust per-point noise sd of a curve: MAD of first differences x 1.4826 / sqrt(2)."""
+    if values.size < 3:
+        return _SCALE_FLOOR
+    d = np.diff(values)
+    mad = float(np.median(np.abs(d - np.median(d))))
+    return max(1.4826 * mad / math.sqrt(2.0), _SCALE_FLOOR)

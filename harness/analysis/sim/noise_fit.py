@@ -1,4 +1,4 @@
-"""Fit the simulator's noise (:class:`scalerl.harness.analysis.simulate.NoiseModel`) to real curves.
+"""Fit the simulator's noise (:class:`scalerl.harness.analysis.sim.simulate.NoiseModel`) to real curves.
 
 A real curve departs from a smooth sigmoid in three ways this module measures:
 
@@ -49,9 +49,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.curve import FloatArray, sigmoid_curve
-from scalerl.harness.analysis.fitters import fit_sigmoid
-from scalerl.harness.analysis.simulate import NoiseModel
+from scalerl.harness.analysis.fit.curve import FloatArray, sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid
+from scalerl.harness.analysis.sim.simulate import NoiseModel
 
 ACF_LAGS = 8
 DIP_WINDOW = 0.1

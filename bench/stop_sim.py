@@ -11,7 +11,7 @@ judged three ways, from the same simulated points:
     :mod:`scalerl.harness.analysis.verdicts.spending` (``LookPlan()``): at each planned fraction f (25%,
     50%, 75% of the budget) every still-running run's points are truncated to compute <= f x
     budget and the still-open variants are classified at the interim level (99.9%); a variant
-    whose verdict is decided (``decision.decided``) keeps it and stops there (its runs' compute:
+    whose verdict is decided (``rule.decided``) keeps it and stops there (its runs' compute:
     f x budget); the rest go on; at the end the remaining variants are classified on the full
     curves at ``final_level`` (95.3%). The baseline runs until the last variant stops. (The
     interim fits see only the open variants and the baseline; the monitor fits the whole sweep,
@@ -129,7 +129,7 @@ def _sequential(
     """One sequential arm: the verdict rows, each variant's stop fraction (1.0: ran to the end)
     and the variants stopped as futile (``settle`` only)."""
     from scalerl.harness.analysis.groups import group_curves
-    from scalerl.harness.analysis.verdicts.decision import decided
+    from scalerl.harness.analysis.verdicts.rule import decided
     from scalerl.harness.analysis.verdicts.spending import final_level
     from scalerl.harness.execution.decide import futility
 
@@ -147,7 +147,7 @@ def _sequential(
             cut = points[points[axis] <= f * design.budget * (1 + 1e-9)]
             cache[key] = _classify(group_curves(cut, axis), open_, plan.interim_level, boot, opts)
         for v in cache[key]:
-            if decided(v)[0]:
+            if decided(v):
                 rows[v.variant], stop_at[v.variant] = v.row(metric, axis), f
             elif settle and futility(v) is not None:
                 rows[v.variant], stop_at[v.variant] = v.row(metric, axis), f

@@ -190,18 +190,15 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _print_next(analysis: Any, groups: Any, spec: dict[str, Any]) -> None:
-    """The knobs that are not decided (scalerl.harness.analysis.verdicts.decision), and what would
-    decide each."""
+    """The knobs that are not decided (scalerl.harness.analysis.verdicts.next_steps), and what
+    would decide each."""
     import numpy as np
 
-    from scalerl.harness.analysis.verdicts.decision import what_decides
+    from scalerl.harness.analysis.verdicts.next_steps import what_decides
 
     base = [name for name, g in groups.items() if g.knob is None]
     reached = {name: float(max(np.nanmax(c) for c, _ in g.curves)) for name, g in groups.items()}
-    from scalerl.harness.analysis.verdicts.spending import sweep_level
-
-    level = sweep_level(spec.get("fit"))
-    steps = what_decides(analysis, base[0] if len(base) == 1 else "", reached, level=level)
+    steps = what_decides(analysis, base[0] if len(base) == 1 else "", reached)
     if not steps:
         print("every knob is decided (no interval straddles its threshold)")
         return

@@ -11,10 +11,11 @@ checkpoints at its next step boundary and the run is marked ``stopped-decided``,
 carrying the verdict, the look and its level. ``scalerl sweep --extend`` can take such a run
 further from its checkpoint.
 
-The rule is :func:`scalerl.harness.analysis.verdicts.decision.decided`: a verdict is decided when none of the
-intervals it rests on straddles its threshold (the A margin, 10% of B, a factor 1.1 in C_mid);
-``undecided``, ``unfit`` and ``unstable`` never are. A variant decided at a look keeps that verdict
-(it is not looked at again).
+The rule is the verdicts' own, :func:`scalerl.harness.analysis.verdicts.rule.decided`: a verdict
+is decided when it claims and the rule, run again on the evidence it carries, shows the claim
+(none of the intervals it rests on straddles its threshold: the A margin, 10% of B, a factor 1.1
+in C_mid); ``undecided``, ``unfit`` and ``unstable`` never are. A variant decided at a look keeps
+that verdict (it is not looked at again).
 
 When to look, per variant: its fraction is the smallest ``reached / budget`` over the runs its
 verdict rests on (its own and the baseline's) that have not ended, from each run's stored
@@ -41,26 +42,27 @@ verdict is ``undecided`` with ``pending == "seeds"`` (both ceilings are measured
 the baseline's have plateaued, and only more seeds would narrow the intervals). Its runs are
 marked ``stopped-decided`` too (no new status, so ``--extend`` and the skip rules treat them alike),
 with an event whose ``rule`` is ``futile`` and whose ``note`` says "more compute cannot decide it;
-~N seeds per variant would ..." (N from the verdict's reason). The baseline stops once every other
-variant is decided or futile. A futility stop spends no alpha: it claims nothing (the look's
-verdict is ``undecided``, and the variant is not looked at again), so it can turn a verdict the
-full sweep would have decided into ``undecided`` but never adds a chance of a wrong one; the look
-plan's bound above is unchanged. What it costs is power: a variant whose intervals more compute
-would still have narrowed (each seed's A tightens as its plateau is sampled longer) ends
-undecided, and seeds, not compute, are what would decide it.
+~N seeds per variant would ..." (N the verdict's ``seeds_needed``, the number its reason prints).
+The baseline stops once every other variant is decided or futile. A futility stop spends no
+alpha: it claims nothing (the look's verdict is ``undecided``, and the variant is not looked at
+again), so it can turn a verdict the full sweep would have decided into ``undecided`` but never
+adds a chance of a wrong one; the look plan's bound above is unchanged. What it costs is power: a
+variant whose intervals more compute would still have narrowed (each seed's A tightens as its
+plateau is sampled longer) ends undecided, and seeds, not compute, are what would decide it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scalerl.harness.analysis.verdicts.decision import decided
+from scalerl.harness.analysis.verdicts.explain import rule_text, seeds_phrase
+from scalerl.harness.analysis.verdicts.power import DEFAULT_POWER
+from scalerl.harness.analysis.verdicts.rule import decided
 from scalerl.harness.analysis.verdicts.spending import LookPlan, looks_by_points, looks_reached
 from scalerl.harness.analysis.verdicts.types import Verdict
 
@@ -90,18 +92,15 @@ def _event(v: Verdict | None, why: str, confidence: float, points: int) -> dict[
 
 
 FUTILE = "futile"
-_SEEDS = re.compile(r"~\d+ seeds per variant would decide [^;]*|[^;]*no seed count decides it")
 
 
 def futility(v: Verdict) -> str | None:
     """Why more compute cannot decide ``v`` (None: it can, or ``v`` is decided): its verdict is
     ``undecided`` with both ceilings measured (``pending == "seeds"``), so only seeds would narrow
-    its intervals. The words name the seeds the verdict's reason asks for."""
+    its intervals. The words name the seeds the verdict asks for (its ``seeds_needed``)."""
     if v.verdict != "undecided" or v.pending != "seeds":
         return None
-    m = _SEEDS.search(v.reason)
-    seeds = m.group(0).strip() if m else "only more seeds would narrow its intervals"
-    return f"more compute cannot decide it; {seeds}"
+    return f"more compute cannot decide it; {seeds_phrase(v.seeds_needed, v.seeds_now, DEFAULT_POWER)}"
 
 
 def plan_stops(
@@ -134,7 +133,7 @@ def plan_stops(
         if v is None or not (all_started[name] and base_started):
             why[name] = "not every seed has points yet" if v is not None else "no verdict yet"
             continue
-        ok, rule = decided(v)
+        ok, rule = decided(v), rule_text(v)
         why[name] = ("decided: " if ok else "undecided: ") + rule
         note = futility(v) if settle and not ok else None
         if note is not None:

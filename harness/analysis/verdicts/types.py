@@ -1,7 +1,8 @@
 """The verdicts' types: what a verdict is asked with (:class:`VerdictOptions`), what it says
 (:class:`Verdict`, one per knob) and what a sweep's analysis returns (:class:`SweepAnalysis`).
 
-The rule that fills them is :mod:`scalerl.harness.analysis.verdicts.pipeline` (its docstring).
+The rule that decides is :mod:`scalerl.harness.analysis.verdicts.rule`; the steps that prepare
+its evidence are :mod:`scalerl.harness.analysis.verdicts.pipeline`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from scalerl.harness.analysis.fit.bootstrap import DEFAULT_BOOT, BootstrapResult
 from scalerl.harness.analysis.fit.curve import SigmoidFit
 from scalerl.harness.analysis.noise.point import NoiseSource
 from scalerl.harness.analysis.verdicts.power import DEFAULT_POWER
+from scalerl.harness.analysis.verdicts.rule import Evidence
 
 VerdictKind = Literal["asymptote-mover", "efficiency-shaper", "no-effect", "undecided", "unstable", "unfit"]
 
@@ -81,6 +83,18 @@ class Verdict:
     # The p-value of the verdict's best claim (before the sweep's false-discovery step); NaN when
     # no claim could be tested.
     p_value: float = _NAN
+    # What the rule judged (:class:`.rule.Evidence`: the contrasts and their thresholds); None for a
+    # verdict no contrast could be made for (unstable, unfit, a ceiling not measured on either side).
+    # Stop-when-decided runs the rule on it again (:func:`.rule.decided`).
+    evidence: Evidence | None = field(default=None, repr=False, compare=False)
+    # The seeds per variant that would decide an ``undecided`` verdict pending seeds
+    # (:func:`.power.seeds_to_decide`; None: no seed count would, or it is not a question of seeds),
+    # and the seeds it rests on now (the fewer of the baseline's and the variant's healthy seeds).
+    seeds_needed: int | None = None
+    seeds_now: int = 0
+    # The variants whose curves are still rising at the end, where that is why the ceiling is not
+    # measured (what an ``undecided`` verdict pending compute waits on).
+    rising: tuple[str, ...] = ()
 
     def row(self, metric: str, axis: str) -> dict[str, Any]:
         """The ``store.replace_verdicts`` row (the verdict table's columns)."""
@@ -120,6 +134,6 @@ class SweepAnalysis:
     noise_a: float = _NAN
     # Where the point noise came from, per variant: binomial, residual, mixed or unknown.
     noise_sources: dict[str, NoiseSource] = field(default_factory=dict)
-    seeds: int = 1  # the fewest seeds of any variant (what the power statements assume)
+    seeds: int = 1  # the fewest seeds of any variant
     df: int = 0  # degrees of freedom of the pooled seed variance on A (seeds - groups)
     r0: float = _NAN  # the sweep's shared R0 (NaN: each fit has its own)

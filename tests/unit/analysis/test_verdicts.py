@@ -12,7 +12,9 @@ from scalerl.harness.analysis.fit.curve import FitOptions, sigmoid_curve
 from scalerl.harness.analysis.fit.fitters import fit_sigmoid
 from scalerl.harness.analysis.groups import VariantCurves
 from scalerl.harness.analysis.verdicts.ceiling import group_top, plateau_level, remaining_climb
+from scalerl.harness.analysis.verdicts.explain import seeds_phrase
 from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.power import seeds_to_decide
 from scalerl.harness.analysis.verdicts.types import VerdictOptions
 from tests.unit.analysis.sweeps import COMPUTE, Truth, synthetic_sweep
 
@@ -74,7 +76,9 @@ def test_no_effect_needs_equivalence_and_a_wide_interval_is_undecided() -> None:
     noisy = classify(*_plateau_sweep(truths, seeds=2, noise=0.05, seed=4), verdict_options=FAST).verdicts[0]
     assert noisy.d_a_lo < -0.02 or noisy.d_a_hi > 0.02
     assert noisy.verdict == "undecided" and noisy.pending == "seeds"
-    assert "seeds per variant would decide" in noisy.reason or "no seed count decides it" in noisy.reason
+    # The seeds it would take: the one number (seeds_to_decide on its evidence), in the one phrase.
+    assert noisy.evidence is not None and noisy.seeds_needed == seeds_to_decide(noisy.evidence, 2)
+    assert seeds_phrase(noisy.seeds_needed, 2, 0.8) in noisy.reason
 
 
 def test_one_collapsed_seed_is_a_finding_not_a_veto() -> None:

@@ -6,6 +6,8 @@ import argparse
 import math
 from typing import Any
 
+from scalerl.harness.analysis.verdicts.rule import MARGIN
+from scalerl.harness.axes import FIT_AXES
 from scalerl.harness.cli.args import real, whole
 
 MAX_BOOT = 100_000  # replicates: more would only eat memory and time, never sharpen an interval
@@ -23,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", help="point metric (default: the sweep's fit.metric, else val/pass_rate)")
     p.add_argument(
         "--axis",
-        choices=("gpu_hours", "flops", "tokens", "samples", "step"),
+        choices=FIT_AXES,
         help="compute axis (default: the sweep's fit.axis, else flops)",
     )
     win = p.add_mutually_exclusive_group()
@@ -39,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--margin",
         type=real(0.0, 1.0, hi_open=True),
-        help="minimum |dA| for an asymptote-mover, in [0, 1) (default 0.02)",
+        help=f"minimum |dA| for an asymptote-mover, in [0, 1) (default {MARGIN:g})",
     )
     p.add_argument(
         "--seed-sd",

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from scalerl.harness.axes import FIT_AXES
 from scalerl.harness.cli.args import BoundsPair, fraction_open, positive_float
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", help="point metric (default: the sweep's fit.metric, else val/pass_rate)")
     p.add_argument(
         "--axis",
-        choices=("gpu_hours", "flops", "tokens", "samples", "step"),
+        choices=FIT_AXES,
         help="compute axis (default: the sweep's fit.axis, else flops)",
     )
     p.add_argument(

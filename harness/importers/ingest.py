@@ -47,11 +47,12 @@ from typing import Any
 
 from scalerl.db.limits import NAME_MAX, STEP_MAX, name_problem
 from scalerl.db.spool import note_finish
+from scalerl.harness.axes import COMPUTE_AXES
 from scalerl.harness.errors import ImportFormatError, StoreError
 from scalerl.harness.importers.base import ImportedCurve, check_run_names, is_step_name
 from scalerl.harness.importers.mapping import BASELINE, RunRole
 
-AXIS_UNITS = ("step", "wall_s", "gpu_hours", "flops", "tokens", "samples")
+AXIS_UNITS = ("step", "wall_s", *COMPUTE_AXES)
 
 
 # The words of an axis name that say which compute column it fills (``perf/gpu_hours``: "gpu",

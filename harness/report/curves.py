@@ -30,8 +30,9 @@ import numpy as np
 import pandas as pd
 
 from scalerl.harness.analysis.fit.curve import sigmoid_curve as sigmoid
+from scalerl.harness.axes import FIT_AXES
 from scalerl.harness.errors import ConfigError
-from scalerl.harness.report._style import AXES, AXIS_LABELS, esc, fmt, fmt_interval, variant_colors
+from scalerl.harness.report._style import AXIS_LABELS, esc, fmt, fmt_interval, variant_colors
 from scalerl.harness.report.downsample import display_indices
 
 if TYPE_CHECKING:
@@ -130,9 +131,9 @@ def _num(value: object) -> float | None:
 
 
 def _check_axis(curves: pd.DataFrame, metric: str, axis: str) -> pd.DataFrame:
-    if axis not in AXES:
+    if axis not in FIT_AXES:
         raise ConfigError(
-            "unknown compute axis", field="axis", value=axis, fix=f"use one of {', '.join(AXES)}"
+            "unknown compute axis", field="axis", value=axis, fix=f"use one of {', '.join(FIT_AXES)}"
         )
     if curves.empty:
         return curves

@@ -43,6 +43,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.harness.analysis.fit.curve import FloatArray, sigmoid_curve
+from scalerl.harness.analysis.verdicts.rule import MARGIN
+from scalerl.harness.axes import COMPUTE_AXES
 from scalerl.harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -50,7 +52,6 @@ if TYPE_CHECKING:
 
 KnobKind = Literal["baseline", "null", "mover", "shaper-b", "shaper-c-mid"]
 KNOB_KINDS: tuple[KnobKind, ...] = ("null", "mover", "shaper-b", "shaper-c-mid")
-COMPUTE_AXES = ("gpu_hours", "flops", "tokens", "samples")
 BASELINE = "baseline"
 
 
@@ -133,7 +134,7 @@ class SweepDesign:
     metric: str = "val/pass_rate"
     axis: str = "gpu_hours"
     window_fraction: float | None = 0.1
-    margin: float = 0.02
+    margin: float = MARGIN
 
     def __post_init__(self) -> None:
         if self.seeds < 1:

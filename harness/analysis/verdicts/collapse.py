@@ -67,7 +67,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.harness.analysis.fit.curve import FloatArray
+from scalerl.harness.analysis.noise.ar1 import ar1_variance_factor
 from scalerl.harness.analysis.noise.point import residual_se
+from scalerl.harness.analysis.verdicts.rule import MARGIN
 
 HealthKind = Literal["healthy", "collapsed", "settled", "diverged", "short"]
 
@@ -105,7 +107,7 @@ class CollapseOptions:
     ``collapse_drop``, ``tail_fraction`` and ``smooth``."""
 
     alpha: float = 0.001  # false-alarm rate per curve before Bonferroni over the peak windows
-    drop: float = 0.02  # the smallest drop that counts (the paper's margin)
+    drop: float = MARGIN  # the smallest drop that counts (the paper's margin)
     tail_fraction: float = 0.2  # the last window's share of the points
     smooth: int = 5  # the last window's minimum width
 
@@ -121,14 +123,6 @@ class CurveHealth:
     peak: float
     last: float
     rho: float
-
-
-def ar1_variance_factor(rho: float, w: int) -> float:
-    """``Var(mean of w points) / (sigma^2 / w)`` for a stationary AR(1) with lag-1 ``rho``."""
-    if w <= 1 or rho == 0.0:
-        return 1.0
-    k = np.arange(1, w, dtype=np.float64)
-    return float(1.0 + 2.0 * np.sum((1.0 - k / w) * rho**k))
 
 
 @lru_cache(maxsize=64)

@@ -49,6 +49,9 @@ fit, or the baseline's, failed). A verdict that claims is always shown by its ow
 :func:`decided` re-checks that on the evidence the verdict carries, so nothing can stop a run on a
 claim its numbers do not show.
 
+This module imports no numerical library (the contrasts bring their own methods), so the sweep
+file's schema can read :data:`MARGIN` from it.
+
 Error rates and power of this rule against known truth: bench/README.md, "Verdicts against known
 truth (simulator)".
 """
@@ -60,10 +63,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from scalerl.harness.analysis.verdicts.inference import Contrast
-
 if TYPE_CHECKING:
+    from scalerl.harness.analysis.verdicts.inference import Contrast
     from scalerl.harness.analysis.verdicts.types import Verdict
+
+# The A margin by default: the paper's practical threshold on dA (its verdicts' 0.02). The
+# sweep file's ``fit.margin``, ``scalerl fit --margin`` and the simulator's designs start from it,
+# and the smallest drop a seed's collapse test and the simulator's dip rule count is the same
+# number (a smaller drop could not move a verdict).
+MARGIN = 0.02
 
 
 class Claim(StrEnum):

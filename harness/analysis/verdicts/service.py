@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 from scalerl.harness.analysis.fit.curve import FitOptions, SigmoidFit
 from scalerl.harness.analysis.groups import VariantCurves, fit_defaults, group_curves
 from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.rule import MARGIN
 from scalerl.harness.analysis.verdicts.spending import sweep_level
 from scalerl.harness.analysis.verdicts.types import SweepAnalysis, VerdictOptions
+from scalerl.harness.axes import FIT_AXES
 from scalerl.harness.errors import AnalysisError
 
 if TYPE_CHECKING:
     import pandas as pd
-
-AXES = ("gpu_hours", "flops", "tokens", "samples", "step")
 
 
 @dataclass(frozen=True)
@@ -66,13 +66,13 @@ def resolve_request(req: FitRequest, spec: Mapping[str, Any] | None) -> tuple[st
     default_metric, default_axis = fit_defaults(spec)
     metric = req.metric or default_metric
     axis = req.axis or default_axis
-    if axis not in AXES:
-        raise AnalysisError(f"--axis {axis!r} is not a compute axis (fix: use one of {', '.join(AXES)})")
+    if axis not in FIT_AXES:
+        raise AnalysisError(f"--axis {axis!r} is not a compute axis (fix: use one of {', '.join(FIT_AXES)})")
     if req.window_start is not None or req.window_fraction is not None:
         start, frac = req.window_start, req.window_fraction
     else:
         start, frac = window.get("start"), window.get("fraction")
-    margin = req.margin if req.margin is not None else float(fit_spec.get("margin", 0.02))
+    margin = req.margin if req.margin is not None else float(fit_spec.get("margin", MARGIN))
     options = FitOptions(
         window_start=None if start is None else float(start),
         window_fraction=None if frac is None else float(frac),
@@ -137,7 +137,7 @@ def analyze_frame(
             "(fix: check the name with `scalerl status`, or pass --metric)"
         )
     if frame[axis].isna().all():
-        filled = [a for a in AXES if a in frame and frame[a].notna().any()]
+        filled = [a for a in FIT_AXES if a in frame and frame[a].notna().any()]
         raise AnalysisError(
             f"sweep {sweep!r}: no point has the {axis!r} compute axis "
             f"(fix: pass --axis with one of {filled or ['step']})"

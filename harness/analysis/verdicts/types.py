@@ -15,7 +15,7 @@ from scalerl.harness.analysis.fit.bootstrap import DEFAULT_BOOT, BootstrapResult
 from scalerl.harness.analysis.fit.curve import SigmoidFit
 from scalerl.harness.analysis.noise.point import NoiseSource
 from scalerl.harness.analysis.verdicts.power import DEFAULT_POWER
-from scalerl.harness.analysis.verdicts.rule import Evidence
+from scalerl.harness.analysis.verdicts.rule import MARGIN, Evidence
 
 VerdictKind = Literal["asymptote-mover", "efficiency-shaper", "no-effect", "undecided", "unstable", "unfit"]
 
@@ -24,7 +24,7 @@ _NAN = math.nan
 
 @dataclass(frozen=True)
 class VerdictOptions:
-    margin: float = 0.02
+    margin: float = MARGIN
     n_boot: int = DEFAULT_BOOT
     level: float = 0.95
     seed: int = 0
@@ -34,7 +34,7 @@ class VerdictOptions:
     # correction over candidate peaks, the smallest drop worth calling a collapse (the paper's
     # 0.02 margin), the last window's share of the points and its minimum width.
     collapse_alpha: float = 0.001
-    collapse_drop: float = 0.02
+    collapse_drop: float = MARGIN
     tail_fraction: float = 0.2
     smooth: int = 5
     power: float = DEFAULT_POWER  # the power at which mde_a / mde_b are stated

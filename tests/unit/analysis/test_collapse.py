@@ -18,11 +18,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from scalerl.harness.analysis.noise.ar1 import ar1_variance_factor
 from scalerl.harness.analysis.noise.point import binomial_se
 from scalerl.harness.analysis.verdicts.collapse import (
     CollapseOptions,
     CurveHealth,
-    ar1_variance_factor,
     judge,
     lag1_rho,
 )

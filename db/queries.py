@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -558,6 +558,18 @@ STATUS_GROUPS: dict[str, tuple[str, ...]] = {
 SWEEP_SUMMARY_COLUMNS: tuple[str, ...] = (
     "name", "created_at", "n_runs", *STATUS_GROUPS, "last_event", "spec",
 )  # fmt: skip
+
+
+def sweep_source(spec: Mapping[str, Any]) -> str:
+    """Where a sweep's runs came from, read off its stored spec: ``source`` where it says one
+    (``import``, ``attach``), ``train`` for ``kind: adhoc`` (``scalerl train``), ``recipe`` for a
+    recipe sweep's full spec (it has a ``design``), else ``-``. The ``source`` column of
+    ``scalerl ls`` and ``scalerl.list_sweeps``."""
+    if spec.get("source") is not None:
+        return str(spec["source"])
+    if spec.get("kind") == "adhoc":
+        return "train"
+    return "recipe" if "design" in spec else "-"
 
 
 def sweep_summaries(store: Store) -> pd.DataFrame:

@@ -645,7 +645,8 @@ class Sweep:
 
         from scalerl.harness.analysis.forecast.bounds import check_bounds
         from scalerl.harness.analysis.forecast.calibrations import DEFAULT_CALIBRATION
-        from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds
+        from scalerl.harness.analysis.forecast.service import forecast_rows, metric_bounds
+        from scalerl.harness.analysis.groups import load_groups
 
         where = None if at is None else [float(c) for c in ([at] if isinstance(at, int | float) else at)]
         if where is not None and (not where or not all(math.isfinite(c) and c > 0 for c in where)):
@@ -786,7 +787,6 @@ def list_sweeps(db: str | None = None) -> pd.DataFrame:
     from scalerl import db as store_api
     from scalerl.db import queries
     from scalerl.harness.analysis.groups import fit_defaults
-    from scalerl.harness.cli.browse import source_of
 
     store = store_api.open_store(db, readonly=True)
     try:
@@ -795,7 +795,7 @@ def list_sweeps(db: str | None = None) -> pd.DataFrame:
         store.close()
     defaults = [fit_defaults(spec) for spec in frame["spec"]]
     metrics, axes = [d[0] for d in defaults], [d[1] for d in defaults]
-    frame.insert(1, "source", [source_of(spec) for spec in frame["spec"]])
+    frame.insert(1, "source", [queries.sweep_source(spec) for spec in frame["spec"]])
     frame.insert(2, "design", [spec.get("design") for spec in frame["spec"]])
     frame.insert(3, "executor", [spec.get("executor") for spec in frame["spec"]])
     frame.insert(4, "metric", metrics)

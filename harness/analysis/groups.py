@@ -2,8 +2,8 @@
 
 :class:`VariantCurves` holds one variant's curves (one per seed, with their run ids and, where
 known, each point's sample count); :func:`group_curves` builds them from the store's curves frame
-(:func:`scalerl.db.queries.curves`). :func:`fit_defaults` says which metric and axis a sweep is
-fitted, reported and forecast on when the caller does not say.
+(:func:`scalerl.db.queries.curves`), :func:`load_groups` from a store. :func:`fit_defaults` says
+which metric and axis a sweep is fitted, reported and forecast on when the caller does not say.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.harness.analysis.fit.fitters import Curve
+from scalerl.harness.axes import FIT_AXES
+from scalerl.harness.errors import AnalysisError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,3 +79,19 @@ def group_curves(frame: pd.DataFrame, axis: str) -> dict[str, VariantCurves]:
             n=tuple(counts),
         )
     return out
+
+
+def load_groups(store: Any, sweep: str, metric: str, axis: str) -> dict[str, VariantCurves]:
+    """Variant -> its seed curves of ``metric`` on ``axis`` from an open store (points without an
+    ``axis`` value dropped); an empty sweep or an unfilled axis raises AnalysisError with a fix."""
+    from scalerl import db
+
+    frame = db.queries.curves(store, sweep, metric)
+    if frame.empty:
+        raise AnalysisError(f"sweep {sweep!r} has no points for metric {metric!r} (fix: pass --metric)")
+    if frame[axis].isna().all():
+        filled = [a for a in FIT_AXES if a in frame and frame[a].notna().any()]
+        raise AnalysisError(
+            f"no point has a {axis!r} value (fix: use --axis {' or '.join(filled) or 'step'})"
+        )
+    return group_curves(frame[frame[axis].notna()], axis)

@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 from scalerl.harness.analysis.verdicts.rule import MARGIN
+from scalerl.harness.argtypes import real, whole
 from scalerl.harness.axes import FIT_AXES
-from scalerl.harness.cli.args import real, whole
 
 MAX_BOOT = 100_000  # replicates: more would only eat memory and time, never sharpen an interval
 
@@ -91,8 +91,10 @@ def _clean(v: Any) -> Any:
 def _fit(args: argparse.Namespace) -> int:
     from scalerl import db
     from scalerl.harness.analysis.fit.fitters import get_fitter
+    from scalerl.harness.analysis.forecast.service import forecast_rows, metric_bounds
+    from scalerl.harness.analysis.groups import load_groups
     from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep, save_fits
-    from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds, print_rows
+    from scalerl.harness.cli.forecast import print_rows
 
     get_fitter(args.method)  # unknown names fail before touching the store
     req = FitRequest(

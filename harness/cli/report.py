@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from scalerl.harness.argtypes import whole
 from scalerl.harness.axes import FIT_AXES
-from scalerl.harness.cli.args import whole
 from scalerl.harness.errors import ConfigError
 
 

@@ -5,18 +5,18 @@ can be drawn from a store, a notebook, or frames a test constructs. One colour p
 variant's seeds share its legend group, so one click hides the variant. A button toggles the
 compute axis between linear and log.
 
-The band around a fitted curve, over the compute the data covers, is the envelope of Eq. 1 over
-the corners of the fit's parameter intervals (A, B, C_mid). R(C) is monotone in A and in C_mid,
-and in B on either side of C_mid, so the corners bound every curve inside that box: a
-conservative band that needs only the stored columns. Beyond the data, the dashed extrapolation
-and its band are the forecast ``scalerl forecast`` prints, with its :data:`FORECAST_LEVEL` prediction
-interval (:func:`sweep_extrapolations`): a variant's pooled fit borrows strength from the sweep's
-other variants (:func:`scalerl.harness.analysis.forecast.sweep_prior.forecast_with_siblings`, the single-curve
-:func:`scalerl.harness.analysis.forecast_curve` when fewer than two siblings pin a ceiling), a per-run
-fit gets the single-curve forecast of its own points. Where there is no sound forecast, the fitted
-sigmoid and its parameter box are drawn instead. Bands and forecasts of a bounded metric are clipped
-to its range by the rule ``scalerl forecast`` applies by default (:func:`figure_bounds`): a pass rate's
-band never reaches past 1.
+The band around a fitted curve, over the compute the data covers, is the envelope of Eq. 1 over the
+corners of the fit's parameter intervals (A, B, C_mid). R(C) is monotone in A and in C_mid, and in
+B on either side of C_mid, so the corners bound every curve inside that box: a conservative band
+that needs only the stored columns. Beyond the data, the dashed extrapolation and its band are the
+forecast ``scalerl forecast`` prints, with its :data:`FORECAST_LEVEL` prediction interval
+(:func:`sweep_extrapolations`, the numbers of :mod:`scalerl.harness.analysis.forecast.service`): a
+variant's pooled fit borrows strength from the sweep's other variants (the single-curve
+:func:`scalerl.harness.analysis.forecast_curve` when fewer than two siblings pin a ceiling), a
+per-run fit gets the single-curve forecast of its own points. Where there is no sound forecast, the
+fitted sigmoid and its parameter box are drawn instead. Bands and forecasts of a bounded metric are
+clipped to its range by the rule ``scalerl forecast`` applies by default (:func:`figure_bounds`): a
+pass rate's band never reaches past 1.
 """
 
 from __future__ import annotations
@@ -88,23 +88,22 @@ def sweep_extrapolations(
     """Each pooled fit's forecast on ``grid``, borrowing from the sweep's other variants, clipped
     to ``bounds`` (:func:`figure_bounds`; None: unclipped).
 
-    The same forecast as ``scalerl forecast`` (and ``fit``'s forecast lines): a variant's seeds are
-    pooled into one point cloud and :func:`~scalerl.harness.analysis.forecast.sweep_prior.forecast_sweep`
-    gives each every other variant with points as its siblings, so the page and the command print
-    one number. Keyed by variant; per-run fits are not here (they forecast their own points)."""
-    from scalerl.harness.analysis.forecast.sweep_prior import forecast_sweep
+    The same forecast as ``scalerl forecast`` (and ``fit``'s forecast lines), from the same
+    function (:func:`scalerl.harness.analysis.forecast.service.forecast_variants`): a variant's
+    seeds are pooled into one point cloud that borrows from every other variant with points, so
+    the page and the command print one number. Keyed by variant; per-run fits are not here (they
+    forecast their own points)."""
+    from scalerl.harness.analysis.forecast.service import forecast_variants
+    from scalerl.harness.analysis.groups import group_curves
 
     if pts.empty or fit_rows.empty:
         return {}
     pooled = set(map(str, fit_rows.loc[fit_rows["run_id"].isna(), "variant"]))
-    clouds = {
-        str(v): (g[axis].to_numpy(dtype=float), g["value"].to_numpy(dtype=float))
-        for v, g in pts.groupby("variant", sort=True, observed=True)
-    }
-    if not pooled & clouds.keys():
+    groups = group_curves(pts[pts[axis].notna()], axis)
+    if not pooled & groups.keys():
         return {}
-    made = forecast_sweep(list(clouds.values()), [grid] * len(clouds), level=FORECAST_LEVEL, bounds=bounds)
-    return {v: m.forecast for v, m in zip(clouds, made, strict=True) if v in pooled}
+    made = forecast_variants(groups, grid, level=FORECAST_LEVEL, bounds=bounds)
+    return {v: m.forecast for v, m in made.items() if v in pooled}
 
 
 def _band(c: np.ndarray, fit: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:

@@ -1,5 +1,7 @@
 """Forecasting a training curve beyond its last point, with calibrated prediction intervals.
 
+- :mod:`.service`: the forecast of a stored sweep that ``scalerl forecast``, ``scalerl fit``,
+  ``Sweep.forecast`` and the report share (:func:`forecast_variants`, :func:`forecast_rows`);
 - :mod:`.ensemble`: the single-curve forecast (:func:`forecast_curve`): sigmoid, flat and power
   law, weighted by rolling-origin validation;
 - :mod:`.sweep_prior`: forecasts that borrow strength from the sweep (:func:`forecast_sweep`,
@@ -22,6 +24,12 @@ if TYPE_CHECKING:
     from scalerl.harness.analysis.forecast.ensemble import CurveForecast, forecast_curve, forecast_curves
     from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
     from scalerl.harness.analysis.forecast.reach import Reach, forecast_reach
+    from scalerl.harness.analysis.forecast.service import (
+        VariantForecast,
+        forecast_rows,
+        forecast_variants,
+        metric_bounds,
+    )
     from scalerl.harness.analysis.forecast.sweep_prior import (
         SweepForecast,
         forecast_sweep,
@@ -34,11 +42,15 @@ __all__ = [
     "IntervalCalibration",
     "Reach",
     "SweepForecast",
+    "VariantForecast",
     "forecast_curve",
     "forecast_curves",
     "forecast_reach",
+    "forecast_rows",
     "forecast_sweep",
+    "forecast_variants",
     "forecast_with_siblings",
+    "metric_bounds",
     "resolve_bounds",
 ]
 
@@ -50,11 +62,15 @@ __getattr__ = lazy_getattr(
         "IntervalCalibration": "scalerl.harness.analysis.forecast.intervals",
         "Reach": "scalerl.harness.analysis.forecast.reach",
         "SweepForecast": "scalerl.harness.analysis.forecast.sweep_prior",
+        "VariantForecast": "scalerl.harness.analysis.forecast.service",
         "forecast_curve": "scalerl.harness.analysis.forecast.ensemble",
         "forecast_curves": "scalerl.harness.analysis.forecast.ensemble",
         "forecast_reach": "scalerl.harness.analysis.forecast.reach",
+        "forecast_rows": "scalerl.harness.analysis.forecast.service",
         "forecast_sweep": "scalerl.harness.analysis.forecast.sweep_prior",
+        "forecast_variants": "scalerl.harness.analysis.forecast.service",
         "forecast_with_siblings": "scalerl.harness.analysis.forecast.sweep_prior",
+        "metric_bounds": "scalerl.harness.analysis.forecast.service",
         "resolve_bounds": "scalerl.harness.analysis.forecast.bounds",
     },
 )

@@ -11,9 +11,9 @@ concept:
   and the sweep-fit service ``scalerl fit`` uses;
 - :mod:`.sim`: simulated sweeps whose truth is known, and the noise model fitted to real curves.
 
-:mod:`.groups` holds a sweep's curves grouped by variant, the input of all of them. The module map
-for newcomers: docs/architecture.md. Importing this package loads nothing: the names below come
-from their modules on first access.
+:mod:`.groups` holds a sweep's curves grouped by variant, the input of all of them. Each
+subpackage's docstring maps its modules; how one knob is decided is :mod:`.verdicts.rule`.
+Importing this package loads nothing: the names below come from their modules on first access.
 """
 
 from typing import TYPE_CHECKING

@@ -125,11 +125,13 @@ def plan_stops(
     base_started = all(all_started[b] for b in baseline)
     verdict_of = {v.variant: v for v in verdicts}
     why: dict[str, str] = {}
+    settled: dict[str, bool] = {}  # decided (or, with settle, futile): the baseline need not wait for it
     stops: list[Stop] = []
     for name, rs in by_variant.items():
         if name in baseline:
             continue
         v = verdict_of.get(name)
+        settled[name] = False
         if v is None or not (all_started[name] and base_started):
             why[name] = "not every seed has points yet" if v is not None else "no verdict yet"
             continue
@@ -138,13 +140,13 @@ def plan_stops(
         note = futility(v) if settle and not ok else None
         if note is not None:
             why[name] = f"{FUTILE}: {note}"
+        settled[name] = ok or note is not None
         if ok or note is not None:
             detail = _event(v, rule, confidence, points)
             if note is not None:
                 detail |= {"rule": FUTILE, "note": note, "intervals": rule}
             stops += [Stop(str(r["run_id"]), name, detail) for r in rs if r["status"] == "running"]
-    settled = ("decided", FUTILE) if settle else ("decided",)
-    if why and all(w.startswith(settled) for w in why.values()):
+    if settled and all(settled.values()):
         rule = "every other variant is decided" + (" or futile" if settle else "")
         detail = _event(None, rule, confidence, points)
         stops += [
@@ -298,11 +300,13 @@ class DecideMonitor:
             self.looks[d.variant] = d.looks
         looked = [v for v in verdicts if v.variant in now and v.variant not in self.frozen]
         settled = [*self.frozen.values(), *self.futile.values()]
-        stops, why = plan_stops(runs, [*settled, *looked], confidence=level, settle=self.settle)
+        stops, _ = plan_stops(runs, [*settled, *looked], confidence=level, settle=self.settle)
+        # A looked-at variant has points in all its runs and the baseline's (looks_due), so what
+        # plan_stops said of it is the rule's word on its verdict: decided, or (settle) futile.
         for v in looked:
-            if why.get(v.variant, "").startswith("decided"):
+            if decided(v):
                 self.frozen[v.variant] = v
-            elif why.get(v.variant, "").startswith(FUTILE):
+            elif self.settle and futility(v) is not None:
                 self.futile[v.variant] = v
         decided_now = sum(v.variant in self.frozen for v in looked)
         futile_now = f", {sum(v.variant in self.futile for v in looked)} futile" if self.settle else ""

@@ -93,3 +93,17 @@ def test_verdicts_state_their_mde_and_the_seeds_for_a_target() -> None:
     assert "margin 0.0200 (configured)" in notes[0] and notes[1].startswith(
         "power targets at 3 seed(s): loo-fp32: |dA| 0.03"
     )
+
+
+def test_one_phrase_says_what_seeds_would_do() -> None:
+    from scalerl.harness.analysis.verdicts.explain import seeds_phrase
+
+    assert seeds_phrase(17, 3, 0.8) == "~17 seeds per variant would decide it at this noise (now 3)"
+    assert seeds_phrase(None, 3, 0.8) == "an estimate sits on its threshold: no seed count decides it"
+    # Past 100x the seeds a sweep has: not a plan.
+    assert seeds_phrase(301, 3, 0.8) == "seeds will not decide it (~3e+02 needed, now 3)"
+    assert seeds_phrase(300, 3, 0.8).startswith("~300 seeds")
+    # The seeds it has would do, at 80% power; this draw was the other 20%.
+    assert seeds_phrase(3, 3, 0.8) == (
+        "its 3 seeds per variant decide it 80% of the time at this noise (this draw did not)"
+    )

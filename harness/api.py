@@ -19,7 +19,7 @@
     list_sweeps(db="sqlite:///demo.db")  # every sweep in a store, its runs counted by status
 
 Every method calls the functions the CLI handlers call (``scalerl.harness.recipe``,
-``scalerl.harness.execution``, ``scalerl.harness.search``, ``scalerl.harness.analysis.sweep``,
+``scalerl.harness.execution``, ``scalerl.harness.search``, ``scalerl.harness.analysis.verdicts.service``,
 ``scalerl.harness.report``), so a notebook and the command line plan the same run ids and write the
 same rows. Nothing here prints.
 
@@ -85,7 +85,8 @@ class FitResult:
     verdicts: pd.DataFrame
     notes: tuple[str, ...] = ()
     saved: bool = False
-    analysis: Any = field(default=None, repr=False)  # scalerl.harness.analysis.verdicts.SweepAnalysis | None
+    # scalerl.harness.analysis.verdicts.types.SweepAnalysis | None
+    analysis: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -275,8 +276,8 @@ class Sweep:
 
     def _metric_axis(self, metric: str | None, axis: str | None) -> tuple[str, str]:
         """The metric and axis ``scalerl fit`` / ``forecast`` use when not given: the stored
-        sweep's defaults (:func:`scalerl.harness.analysis.sweep.resolve_request`)."""
-        from scalerl.harness.analysis.sweep import FitRequest, resolve_request
+        sweep's defaults (:func:`scalerl.harness.analysis.verdicts.service.resolve_request`)."""
+        from scalerl.harness.analysis.verdicts.service import FitRequest, resolve_request
 
         m, x, _, _ = resolve_request(FitRequest(metric=metric, axis=axis), self._spec_in_store())
         return m, x
@@ -584,8 +585,8 @@ class Sweep:
 
         from scalerl import db
         from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS
-        from scalerl.harness.analysis.fitters import get_fitter
-        from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
+        from scalerl.harness.analysis.fit.fitters import get_fitter
+        from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep, save_fits
 
         get_fitter(method)  # an unknown name fails before the store is read
         req = FitRequest(
@@ -635,16 +636,17 @@ class Sweep:
         when at least 2 of them have a fitted ceiling (the frame's ``method`` column says
         ``sweep``); ``siblings=False`` forecasts each from its own points (``--no-siblings``).
         Metric and axis default to the sweep's, as in :meth:`fit`. ``bounds`` (``--bounds``):
-        ``"auto"`` clips a rate (``val/pass_rate``, an accuracy; scalerl.harness.analysis.bounds) to
+        ``"auto"`` clips a rate (``val/pass_rate``, an accuracy; scalerl.harness.analysis.forecast.bounds) to
         [0, 1], ``(lo, hi)`` clips to those, None never clips. Reads only; raises
         AnalysisError when the sweep has no point of the metric on the axis."""
         import math
 
         import pandas as pd
 
-        from scalerl.harness.analysis.bounds import check_bounds
-        from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
-        from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds
+        from scalerl.harness.analysis.forecast.bounds import check_bounds
+        from scalerl.harness.analysis.forecast.calibrations import DEFAULT_CALIBRATION
+        from scalerl.harness.analysis.forecast.service import forecast_rows, metric_bounds
+        from scalerl.harness.analysis.groups import load_groups
 
         where = None if at is None else [float(c) for c in ([at] if isinstance(at, int | float) else at)]
         if where is not None and (not where or not all(math.isfinite(c) and c > 0 for c in where)):
@@ -784,8 +786,7 @@ def list_sweeps(db: str | None = None) -> pd.DataFrame:
     ``scalerl ls`` does."""
     from scalerl import db as store_api
     from scalerl.db import queries
-    from scalerl.harness.analysis.sweep import fit_defaults
-    from scalerl.harness.cli.browse import source_of
+    from scalerl.harness.analysis.groups import fit_defaults
 
     store = store_api.open_store(db, readonly=True)
     try:
@@ -794,7 +795,7 @@ def list_sweeps(db: str | None = None) -> pd.DataFrame:
         store.close()
     defaults = [fit_defaults(spec) for spec in frame["spec"]]
     metrics, axes = [d[0] for d in defaults], [d[1] for d in defaults]
-    frame.insert(1, "source", [source_of(spec) for spec in frame["spec"]])
+    frame.insert(1, "source", [queries.sweep_source(spec) for spec in frame["spec"]])
     frame.insert(2, "design", [spec.get("design") for spec in frame["spec"]])
     frame.insert(3, "executor", [spec.get("executor") for spec in frame["spec"]])
     frame.insert(4, "metric", metrics)

@@ -6,7 +6,9 @@ import argparse
 import math
 from typing import Any
 
-from scalerl.harness.cli.args import real, whole
+from scalerl.harness.analysis.verdicts.rule import MARGIN
+from scalerl.harness.argtypes import real, whole
+from scalerl.harness.axes import FIT_AXES
 
 MAX_BOOT = 100_000  # replicates: more would only eat memory and time, never sharpen an interval
 
@@ -23,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", help="point metric (default: the sweep's fit.metric, else val/pass_rate)")
     p.add_argument(
         "--axis",
-        choices=("gpu_hours", "flops", "tokens", "samples", "step"),
+        choices=FIT_AXES,
         help="compute axis (default: the sweep's fit.axis, else flops)",
     )
     win = p.add_mutually_exclusive_group()
@@ -39,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--margin",
         type=real(0.0, 1.0, hi_open=True),
-        help="minimum |dA| for an asymptote-mover, in [0, 1) (default 0.02)",
+        help=f"minimum |dA| for an asymptote-mover, in [0, 1) (default {MARGIN:g})",
     )
     p.add_argument(
         "--seed-sd",
@@ -88,9 +90,11 @@ def _clean(v: Any) -> Any:
 
 def _fit(args: argparse.Namespace) -> int:
     from scalerl import db
-    from scalerl.harness.analysis.fitters import get_fitter
-    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
-    from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds, print_rows
+    from scalerl.harness.analysis.fit.fitters import get_fitter
+    from scalerl.harness.analysis.forecast.service import forecast_rows, metric_bounds
+    from scalerl.harness.analysis.groups import load_groups
+    from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep, save_fits
+    from scalerl.harness.cli.forecast import print_rows
 
     get_fitter(args.method)  # unknown names fail before touching the store
     req = FitRequest(
@@ -190,17 +194,15 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _print_next(analysis: Any, groups: Any, spec: dict[str, Any]) -> None:
-    """The knobs that are not decided (scalerl.harness.analysis.decision), and what would decide each."""
+    """The knobs that are not decided (scalerl.harness.analysis.verdicts.next_steps), and what
+    would decide each."""
     import numpy as np
 
-    from scalerl.harness.analysis.decision import what_decides
+    from scalerl.harness.analysis.verdicts.next_steps import what_decides
 
     base = [name for name, g in groups.items() if g.knob is None]
     reached = {name: float(max(np.nanmax(c) for c, _ in g.curves)) for name, g in groups.items()}
-    from scalerl.harness.analysis.spending import sweep_level
-
-    level = sweep_level(spec.get("fit"))
-    steps = what_decides(analysis, base[0] if len(base) == 1 else "", reached, level=level)
+    steps = what_decides(analysis, base[0] if len(base) == 1 else "", reached)
     if not steps:
         print("every knob is decided (no interval straddles its threshold)")
         return

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from scalerl.harness.axes import COMPUTE_AXES
+
 if TYPE_CHECKING:
     from scalerl.harness.importers.base import ImportResult
     from scalerl.harness.importers.mapping import RunMapping
@@ -109,7 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--axis-unit",
-        choices=("step", "wall_s", "gpu_hours", "flops", "tokens", "samples"),
+        choices=("step", "wall_s", *COMPUTE_AXES),
         help="which compute column the x axis fills (default: inferred from its name: hours -> "
         "gpu_hours, tokens, flops, samples, time -> wall_s and gpu_hours, a step name -> none)",
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from scalerl.harness.cli.args import whole
+from scalerl.harness.argtypes import whole
+from scalerl.harness.axes import FIT_AXES
 from scalerl.harness.errors import ConfigError
 
 
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", default=None,
                    help="metric to plot and fit (default: the sweep's fit.metric, "
                    "else val/pass_rate)")  # fmt: skip
-    p.add_argument("--axis", default=None, choices=("gpu_hours", "flops", "tokens", "samples", "step"),
+    p.add_argument("--axis", default=None, choices=FIT_AXES,
                    help="compute axis (default: the stored fits' axis, else the sweep's fit.axis, "
                    "else flops)")  # fmt: skip
     p.add_argument("--max-points", type=whole(10, 1_000_000), default=400, metavar="N",

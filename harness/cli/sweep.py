@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scalerl.harness.cli.args import real, whole
+from scalerl.harness.argtypes import real, whole
 from scalerl.harness.cli.output import emit
 
 

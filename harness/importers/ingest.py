@@ -47,11 +47,12 @@ from typing import Any
 
 from scalerl.db.limits import NAME_MAX, STEP_MAX, name_problem
 from scalerl.db.spool import note_finish
+from scalerl.harness.axes import COMPUTE_AXES
 from scalerl.harness.errors import ImportFormatError, StoreError
 from scalerl.harness.importers.base import ImportedCurve, check_run_names, is_step_name
 from scalerl.harness.importers.mapping import BASELINE, RunRole
 
-AXIS_UNITS = ("step", "wall_s", "gpu_hours", "flops", "tokens", "samples")
+AXIS_UNITS = ("step", "wall_s", *COMPUTE_AXES)
 
 
 # The words of an axis name that say which compute column it fills (``perf/gpu_hours``: "gpu",
@@ -110,7 +111,7 @@ def import_defaults(
     the only metric, else ``val/pass_rate`` (the reference trainer's), else the one validation
     metric (a name starting ``val``, ``eval``, ``test``; of several, the one verl files under
     ``val-core/``), else none: ``scalerl fit`` then needs ``--metric``."""
-    from scalerl.harness.analysis.sweep import DEFAULT_METRIC
+    from scalerl.harness.analysis.groups import DEFAULT_METRIC
 
     out: dict[str, str] = {}
     notes = []

@@ -54,7 +54,7 @@ def test_report_computes_fits_when_none_are_stored(
 
 def test_report_uses_stored_fits(store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from scalerl import db
-    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep
+    from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep
 
     store = db.open_store(store_url)
     fit_sweep(store, report_sweep.SWEEP, FitRequest(axis="gpu_hours", n_boot=20))

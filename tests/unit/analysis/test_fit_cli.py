@@ -124,10 +124,10 @@ def test_fit_prints_the_same_forecasts_as_forecast_curve(
 ) -> None:
     import numpy as np
 
-    from scalerl.harness.analysis.forecaster import forecast_curve
-    from scalerl.harness.analysis.hierarchical import forecast_with_siblings
-    from scalerl.harness.analysis.sweep import group_curves
-    from scalerl.harness.analysis.uncertainty import pool
+    from scalerl.harness.analysis.fit.bootstrap import pool
+    from scalerl.harness.analysis.forecast.ensemble import forecast_curve
+    from scalerl.harness.analysis.forecast.sweep_prior import forecast_with_siblings
+    from scalerl.harness.analysis.groups import group_curves
 
     assert main(["fit", "loo", "--db", store_url, "--boot", "20"]) == 0
     out = capsys.readouterr().out

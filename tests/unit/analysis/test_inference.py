@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from scalerl.harness.analysis.inference import Contrast, bh, pool_groups
+from scalerl.harness.analysis.verdicts.inference import Contrast, bh, pool_groups
 
 
 def test_equal_weights_reduce_to_the_pooled_anova() -> None:
@@ -70,16 +70,6 @@ def test_benjamini_hochberg_steps_up() -> None:
     assert bh([0.9, 0.001], 0.05) == [False, True]
     assert bh([0.04, 0.04], 0.05) == [True, True]
     assert bh([0.06], 0.05) == [False] and bh([], 0.05) == []
-
-
-def test_seeds_to_clear_scale_with_the_standard_error() -> None:
-    c = Contrast(0.05, 0.02, 20.0)
-    n = c.seeds_to_clear(0.02, 3, 0.95)
-    assert n is not None and n > 3
-    # At n seeds the SE is 0.02 x sqrt(3 / n): the interval clears the margin with 80% power.
-    se_n = 0.02 * math.sqrt(3 / n)
-    assert 0.05 - (stats.t.ppf(0.975, 20) + stats.norm.ppf(0.8)) * se_n >= 0.02 - 1e-9
-    assert Contrast(0.02, 0.01, 20.0).seeds_to_clear(0.02, 3, 0.95) is None  # on the threshold
 
 
 def test_a_noisy_group_keeps_its_spread_and_does_not_lend_it_to_the_quiet_ones() -> None:

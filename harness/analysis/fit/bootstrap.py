@@ -1,4 +1,4 @@
-"""Uncertainty: bootstrap CIs over seeds and points, the seed-noise floor on A, pooled fits.
+"""Uncertainty: bootstrap CIs over seeds and points, pooled fits.
 
 A *group* is what one fit describes: a single run (one curve) or a variant pooled over its seeds
 (several curves whose points are fitted together). A bootstrap replicate of a group resamples its
@@ -11,14 +11,14 @@ every replicate so that the intervals describe A, B and C_mid rather than the st
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.curve import FitOptions, FloatArray, SigmoidFit
-from scalerl.harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
+from scalerl.harness.analysis.fit.curve import FitOptions, FloatArray, SigmoidFit
+from scalerl.harness.analysis.fit.fitters import Curve, Fitter, fit_sigmoid_many
 from scalerl.harness.errors import ConfigError
 
 DEFAULT_BOOT = 200
@@ -103,7 +103,7 @@ def bootstrap_fits(
     ``sigma`` (one entry per group holding one array or None per curve of that group: the
     standard error of each point, aligned with that curve's values) makes the point fit and
     every replicate weighted least squares with weights 1/sigma^2, sigma floored at 1e-3 (see
-    :func:`scalerl.harness.analysis.fitters.fit_sigmoid_many`); points keep their sigma when resampled.
+    :func:`scalerl.harness.analysis.fit.fitters.fit_sigmoid_many`); points keep their sigma when resampled.
     None (the default) fits unweighted. A fit that is not ``ok`` keeps NaN CIs for what it
     cannot pin.
     """
@@ -160,41 +160,3 @@ def bootstrap_fits(
             fit = replace(fit, a_lo=a_lo, a_hi=a_hi, b_lo=b_lo, b_hi=b_hi, c_mid_lo=c_lo, c_mid_hi=c_hi)
         out.append(BootstrapResult(fit=fit, samples=samples))
     return out
-
-
-def seed_noise(fits_by_variant: Mapping[str, Sequence[SigmoidFit]]) -> float:
-    """The seed-noise floor on A: the pooled standard deviation (ddof=1) of per-seed A within
-    each variant, over variants with at least two ``ok`` seed fits; NaN when none has two."""
-    num, den = 0.0, 0
-    for fits in fits_by_variant.values():
-        a = np.array([f.a for f in fits if f.ok], dtype=np.float64)
-        if a.size >= 2:
-            num += float(np.var(a, ddof=1)) * (a.size - 1)
-            den += a.size - 1
-    return math.sqrt(num / den) if den else math.nan
-
-
-def diff_ci(
-    base: BootstrapResult,
-    other: BootstrapResult,
-    column: int,
-    level: float = 0.95,
-    transform: str = "identity",
-) -> tuple[float, float, float]:
-    """(other - base, lo, hi) for one parameter column (0 r0, 1 a, 2 b, 3 c_mid), from the two
-    groups' independent replicates paired by index; ``transform="log"`` compares logs."""
-
-    def tf(v: ArrayLike) -> FloatArray:
-        arr = np.asarray(v, dtype=np.float64)
-        if transform == "log":
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return np.asarray(np.log(arr), dtype=np.float64)
-        return arr
-
-    point_b = [base.fit.r0, base.fit.a, base.fit.b, base.fit.c_mid][column]
-    point_o = [other.fit.r0, other.fit.a, other.fit.b, other.fit.c_mid][column]
-    d = float(tf(point_o) - tf(point_b))
-    n = min(base.samples.shape[0], other.samples.shape[0])
-    reps = tf(other.samples[:n, column]) - tf(base.samples[:n, column])
-    lo, hi = _percentile_ci(reps, level)
-    return d, lo, hi

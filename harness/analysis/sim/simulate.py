@@ -3,7 +3,7 @@
 A lab can simulate its own design (seeds, budget, evaluation size) before paying for it, and the
 bench (``bench/verdict_sim.py``) drives thousands of simulated knobs through ``scalerl fit`` to
 measure how often each verdict is right (issue 23). The truth is ScaleRL's sigmoid
-(:func:`scalerl.harness.analysis.curve.sigmoid_curve`)::
+(:func:`scalerl.harness.analysis.fit.curve.sigmoid_curve`)::
 
     R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)
 
@@ -29,7 +29,7 @@ the budget, and each evaluation gets the noise of :class:`NoiseModel`, in this o
 results store through the same writer a trainer uses, so ``scalerl fit`` reads them like any
 sweep. Deterministic: the same design, noise and seed give the same bits (the draws happen in a
 fixed order, and every draw is made whether or not its scale is zero). The noise parameters fitted
-on real curves are :mod:`scalerl.harness.analysis.noise_fit`'s.
+on real curves are :mod:`scalerl.harness.analysis.sim.noise_fit`'s.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.curve import FloatArray, sigmoid_curve
+from scalerl.harness.analysis.fit.curve import FloatArray, sigmoid_curve
+from scalerl.harness.analysis.verdicts.rule import MARGIN
+from scalerl.harness.axes import COMPUTE_AXES
 from scalerl.harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -50,7 +52,6 @@ if TYPE_CHECKING:
 
 KnobKind = Literal["baseline", "null", "mover", "shaper-b", "shaper-c-mid"]
 KNOB_KINDS: tuple[KnobKind, ...] = ("null", "mover", "shaper-b", "shaper-c-mid")
-COMPUTE_AXES = ("gpu_hours", "flops", "tokens", "samples")
 BASELINE = "baseline"
 
 
@@ -133,7 +134,7 @@ class SweepDesign:
     metric: str = "val/pass_rate"
     axis: str = "gpu_hours"
     window_fraction: float | None = 0.1
-    margin: float = 0.02
+    margin: float = MARGIN
 
     def __post_init__(self) -> None:
         if self.seeds < 1:
@@ -164,7 +165,7 @@ class SweepDesign:
 @dataclass(frozen=True)
 class NoiseModel:
     """How a simulated run departs from its variant's true curve (see the module docstring).
-    The default is noise-free; :mod:`scalerl.harness.analysis.noise_fit` fits one to real curves."""
+    The default is noise-free; :mod:`scalerl.harness.analysis.sim.noise_fit` fits one to real curves."""
 
     n: int | None = None
     record_n: bool = True

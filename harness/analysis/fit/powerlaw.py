@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.curve import FitOptions, FitStatus, FloatArray, prepare
+from scalerl.harness.analysis.fit.curve import FitOptions, FitStatus, FloatArray, prepare
 
-_B_GRID = np.geomspace(1e-3, 5.0, 240)
+B_GRID = np.geomspace(1e-3, 5.0, 240)
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class PowerLawFit:
             return np.asarray(self.a - self.d / c_arr**self.b, dtype=np.float64)
 
 
-def _solve(xn: FloatArray, y: FloatArray, b: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+def solve_grid(xn: FloatArray, y: FloatArray, b: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Closed-form (A, D') and squared error for every B in ``b``; ``xn`` is compute / scale."""
     g = -(xn[None, :] ** -b[:, None])  # basis for D'
     n = xn.size
@@ -66,15 +66,15 @@ def fit_power_law(compute: ArrayLike, values: ArrayLike, options: FitOptions | N
         return PowerLawFit(math.nan, math.nan, math.nan, math.nan, n, prep.status, prep.reason)
     scale = float(prep.x[-1])
     xn = prep.x / scale
-    _, _, sse = _solve(xn, prep.y, _B_GRID)
+    _, _, sse = solve_grid(xn, prep.y, B_GRID)
     k = int(np.nanargmin(np.where(np.isfinite(sse), sse, np.inf)))
-    lo = _B_GRID[max(k - 1, 0)]
-    hi = _B_GRID[min(k + 1, _B_GRID.size - 1)]
+    lo = B_GRID[max(k - 1, 0)]
+    hi = B_GRID[min(k + 1, B_GRID.size - 1)]
     res = minimize_scalar(
-        lambda bb: float(_solve(xn, prep.y, np.array([bb]))[2][0]), bounds=(lo, hi), method="bounded"
+        lambda bb: float(solve_grid(xn, prep.y, np.array([bb]))[2][0]), bounds=(lo, hi), method="bounded"
     )
-    b = float(res.x) if res.fun <= sse[k] else float(_B_GRID[k])
-    a1, d1, s1 = _solve(xn, prep.y, np.array([b]))
+    b = float(res.x) if res.fun <= sse[k] else float(B_GRID[k])
+    a1, d1, s1 = solve_grid(xn, prep.y, np.array([b]))
     d_orig = float(d1[0]) * scale**b  # undo the compute scaling: D'/ (C/s)^B = D' s^B / C^B
     status: FitStatus = "ok" if np.isfinite(a1[0]) and d_orig > 0 else "failed"
     reason = "" if status == "ok" else "best power law is not increasing (D <= 0)"

@@ -21,9 +21,9 @@ Issue 23 item 4 ("one bad seed is a finding, not a veto"). :func:`judge` reads o
 5. ``settled`` otherwise: overshoot and settle, a curve that peaked, stepped down and sits flat.
 
 **The noise.** A point's SE is the one given (binomial, from its sample count), replaced by the
-curve's residual scatter (:func:`~scalerl.harness.analysis.noise.residual_se`) where that is over
+curve's residual scatter (:func:`~scalerl.harness.analysis.noise.point.residual_se`) where that is over
 1.5x larger (today's rule). Real eval curves also wander: residuals about the trend are serially
-correlated (W&B GSM8K, :mod:`~scalerl.harness.analysis.noise_fit`: lag-1 0.51), so a mean of ``w``
+correlated (W&B GSM8K, :mod:`~scalerl.harness.analysis.sim.noise_fit`: lag-1 0.51), so a mean of ``w``
 points varies more than ``sigma^2 / w``. The residuals are modelled as AR(1) with lag-1 ``rho``:
 a window mean has variance ``sum(se^2) / w^2 * F``, ``F = 1 + 2 sum_{k=1}^{w-1} (1 - k/w) rho^k``
 (exact for equal SEs), and the line's slope and end value use the full covariance
@@ -66,8 +66,10 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.curve import FloatArray
-from scalerl.harness.analysis.noise import residual_se
+from scalerl.harness.analysis.fit.curve import FloatArray
+from scalerl.harness.analysis.noise.ar1 import ar1_variance_factor
+from scalerl.harness.analysis.noise.point import residual_se
+from scalerl.harness.analysis.verdicts.rule import MARGIN
 
 HealthKind = Literal["healthy", "collapsed", "settled", "diverged", "short"]
 
@@ -105,7 +107,7 @@ class CollapseOptions:
     ``collapse_drop``, ``tail_fraction`` and ``smooth``."""
 
     alpha: float = 0.001  # false-alarm rate per curve before Bonferroni over the peak windows
-    drop: float = 0.02  # the smallest drop that counts (the paper's margin)
+    drop: float = MARGIN  # the smallest drop that counts (the paper's margin)
     tail_fraction: float = 0.2  # the last window's share of the points
     smooth: int = 5  # the last window's minimum width
 
@@ -121,14 +123,6 @@ class CurveHealth:
     peak: float
     last: float
     rho: float
-
-
-def ar1_variance_factor(rho: float, w: int) -> float:
-    """``Var(mean of w points) / (sigma^2 / w)`` for a stationary AR(1) with lag-1 ``rho``."""
-    if w <= 1 or rho == 0.0:
-        return 1.0
-    k = np.arange(1, w, dtype=np.float64)
-    return float(1.0 + 2.0 * np.sum((1.0 - k / w) * rho**k))
 
 
 @lru_cache(maxsize=64)

@@ -17,30 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from scalerl.harness.analysis.curve import FitOptions, SigmoidFit
-from scalerl.harness.analysis.fitters import Curve
-from scalerl.harness.analysis.spending import sweep_level
-from scalerl.harness.analysis.verdicts import SweepAnalysis, VariantCurves, VerdictOptions, classify
+from scalerl.harness.analysis.fit.curve import FitOptions, SigmoidFit
+from scalerl.harness.analysis.groups import VariantCurves, fit_defaults, group_curves
+from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.rule import MARGIN
+from scalerl.harness.analysis.verdicts.spending import sweep_level
+from scalerl.harness.analysis.verdicts.types import SweepAnalysis, VerdictOptions
+from scalerl.harness.axes import FIT_AXES
 from scalerl.harness.errors import AnalysisError
 
 if TYPE_CHECKING:
     import pandas as pd
-
-AXES = ("gpu_hours", "flops", "tokens", "samples", "step")
-# What a sweep fits on when neither the caller nor its spec's ``fit`` section says: the reference
-# trainer's validation metric on FLOPs. A recipe's sweep stores its ``fit`` section; an import
-# stores the axis it filled and the metric it read (scalerl.harness.importers.ingest).
-DEFAULT_METRIC = "val/pass_rate"
-DEFAULT_AXIS = "flops"
-
-
-def fit_defaults(spec: Mapping[str, Any] | None) -> tuple[str, str]:
-    """(metric, axis) a sweep is fitted, reported and forecast on when not told: its spec's
-    ``fit.metric`` / ``fit.axis``, else :data:`DEFAULT_METRIC` on :data:`DEFAULT_AXIS`."""
-    fit_spec = dict((spec or {}).get("fit") or {})
-    return str(fit_spec.get("metric") or DEFAULT_METRIC), str(fit_spec.get("axis") or DEFAULT_AXIS)
 
 
 @dataclass(frozen=True)
@@ -79,13 +66,13 @@ def resolve_request(req: FitRequest, spec: Mapping[str, Any] | None) -> tuple[st
     default_metric, default_axis = fit_defaults(spec)
     metric = req.metric or default_metric
     axis = req.axis or default_axis
-    if axis not in AXES:
-        raise AnalysisError(f"--axis {axis!r} is not a compute axis (fix: use one of {', '.join(AXES)})")
+    if axis not in FIT_AXES:
+        raise AnalysisError(f"--axis {axis!r} is not a compute axis (fix: use one of {', '.join(FIT_AXES)})")
     if req.window_start is not None or req.window_fraction is not None:
         start, frac = req.window_start, req.window_fraction
     else:
         start, frac = window.get("start"), window.get("fraction")
-    margin = req.margin if req.margin is not None else float(fit_spec.get("margin", 0.02))
+    margin = req.margin if req.margin is not None else float(fit_spec.get("margin", MARGIN))
     options = FitOptions(
         window_start=None if start is None else float(start),
         window_fraction=None if frac is None else float(frac),
@@ -99,33 +86,6 @@ def _baseline_name(frame: pd.DataFrame, spec: Mapping[str, Any] | None) -> str |
     if wanted in no_knob:
         return wanted
     return no_knob[0] if len(no_knob) == 1 else None
-
-
-def group_curves(frame: pd.DataFrame, axis: str) -> dict[str, VariantCurves]:
-    """Variant name -> its seed curves on ``axis`` (compute, value), runs ordered by seed."""
-    out: dict[str, VariantCurves] = {}
-    for variant, vdf in frame.groupby("variant", sort=True, observed=True):
-        curves: list[Curve] = []
-        ids: list[str] = []
-        counts: list[np.ndarray | None] = []
-        for run_id, rdf in vdf.sort_values(["seed", "run_id"]).groupby("run_id", sort=False, observed=True):
-            x = rdf[axis].to_numpy(dtype=np.float64)
-            curves.append((x, rdf["value"].to_numpy(dtype=np.float64)))
-            ids.append(str(run_id))
-            # Sample counts behind each value (NaN where unknown; no column: a frame from before n).
-            counts.append(rdf["n"].to_numpy(dtype=np.float64) if "n" in rdf else None)
-        first = vdf.iloc[0]
-        knob = None if first["knob"] is None or first["knob"] != first["knob"] else str(first["knob"])
-        alt = first["alternative"]
-        out[str(variant)] = VariantCurves(
-            str(variant),
-            tuple(curves),
-            knob=knob,
-            alternative=None if alt is None or alt != alt else str(alt),
-            run_ids=tuple(ids),
-            n=tuple(counts),
-        )
-    return out
 
 
 def _fit_row(fit: SigmoidFit, run_id: str | None, variant: str, metric: str, axis: str) -> dict[str, Any]:
@@ -169,14 +129,15 @@ def analyze_frame(
     seed_sd: float | None = None,
 ) -> SweepFitResult:
     """Fit a ``curves()`` frame (one metric) and build the fit and verdict rows. ``level``: the
-    verdicts' interval level (None: the sweep's, :func:`scalerl.harness.analysis.spending.sweep_level`)."""
+    verdicts' interval level (None: the sweep's,
+    :func:`scalerl.harness.analysis.verdicts.spending.sweep_level`)."""
     if frame.empty:
         raise AnalysisError(
             f"sweep {sweep!r} has no points for metric {metric!r} "
             "(fix: check the name with `scalerl status`, or pass --metric)"
         )
     if frame[axis].isna().all():
-        filled = [a for a in AXES if a in frame and frame[a].notna().any()]
+        filled = [a for a in FIT_AXES if a in frame and frame[a].notna().any()]
         raise AnalysisError(
             f"sweep {sweep!r}: no point has the {axis!r} compute axis "
             f"(fix: pass --axis with one of {filled or ['step']})"

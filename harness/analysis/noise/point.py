@@ -21,6 +21,17 @@ Two sources, per point:
 
 Both are *measurement* noise: how far a point may sit from the curve the policy really has. Seed
 noise (how far two runs of the same config land apart) is measured separately, over seeds.
+
+**Which estimator for what.** :func:`point_se` (binomial, else :func:`residual_se`) is the one
+per-point standard error of every fit's weights and every verdict's intervals. The forecasts use
+:func:`noise_scale` instead (the robust sd of a curve's first differences): it is the noise unit
+of every forecast interval (:mod:`scalerl.harness.analysis.forecast.intervals`), of the sweep
+prior's MAP fit and of the search pruner's margins, and the shipped interval calibrations
+(:mod:`scalerl.harness.analysis.forecast.calibrations`) were fitted with it, so it stays until
+they are fitted again with :func:`point_se` (bench/forecast.py, bench/forecast_sweep.py);
+:func:`noise_scale` ignores the compute spacing and the sample counts. The simulator's noise
+model (white plus AR(1) about a sigmoid, late dips) is fitted by
+:mod:`scalerl.harness.analysis.sim.noise_fit`; AR(1) window variances are :mod:`.ar1`'s.
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.curve import FloatArray
+from scalerl.harness.analysis.fit.curve import FloatArray
 
 NoiseSource = Literal["binomial", "residual", "mixed", "unknown"]
 TRIM = 0.9  # share of the standardised pseudo-residuals kept (the smallest in magnitude)
@@ -112,3 +123,17 @@ def point_se(
 def window_se(se: FloatArray) -> float:
     """Standard error of the mean of independent points with standard errors ``se``."""
     return float(math.sqrt(float(np.sum(se**2)))) / se.size if se.size else math.nan
+
+
+# A perfectly smooth curve still gets a non-degenerate forecast interval.
+_SCALE_FLOOR = 1e-3
+
+
+def noise_scale(values: FloatArray) -> float:
+    """Robust per-point noise sd of a curve for its forecasts (see the module docstring): the
+    median absolute deviation of its first differences x 1.4826 / sqrt(2), at least 1e-3."""
+    if values.size < 3:
+        return _SCALE_FLOOR
+    d = np.diff(values)
+    mad = float(np.median(np.abs(d - np.median(d))))
+    return max(1.4826 * mad / math.sqrt(2.0), _SCALE_FLOOR)

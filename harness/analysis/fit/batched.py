@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from scalerl.harness.analysis.curve import FloatArray
+from scalerl.harness.analysis.fit.curve import FloatArray
 
 # Bounds in normalised units: beta spans gentle to near-step curves; u may sit far outside the
 # data (a curve before its inflection), which finalize() then reports as pre-inflection.

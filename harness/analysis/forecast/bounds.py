@@ -1,8 +1,8 @@
 """The range a metric can take, and clipping forecasts into it.
 
-A pass rate cannot exceed 1, but a forecast's interval is ``value +- q * u`` (:mod:`.forecaster`)
+A pass rate cannot exceed 1, but a forecast's interval is ``value +- q * u`` (:mod:`.intervals`)
 and knows nothing of that: near the ceiling it reaches past 1. Every interval-producing call
-(:func:`.forecaster.with_interval` and the functions built on it) takes ``bounds=(lo, hi)`` and
+(:func:`.ensemble.with_interval` and the functions built on it) takes ``bounds=(lo, hi)`` and
 clips the point forecast and both interval edges into it with :func:`clip_to_bounds`;
 ``bounds=None`` leaves every number exactly as it was.
 
@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.curve import FloatArray
+from scalerl.harness.analysis.fit.curve import FloatArray
 from scalerl.harness.errors import ConfigError
 
 Bounds = tuple[float, float]

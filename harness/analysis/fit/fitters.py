@@ -1,13 +1,13 @@
 """Fitters registry and the public fit functions.
 
-A fitter turns prepared curves (see :func:`scalerl.harness.analysis.curve.prepare`) into raw parameters;
+A fitter turns prepared curves (see :func:`scalerl.harness.analysis.fit.curve.prepare`) into raw parameters;
 cleaning, windowing and status are shared, so fitters differ only in how they search:
 
 - ``fast``: the batched closed-form search + Levenberg-Marquardt of :mod:`.batched` (default).
 - ``paper``: ScaleRL's App. A.5 procedure with its grid widened to the data (DESIGN.md §4): A
   from max(R) - 0.2 to 1.0 step 0.005 x 100 C_mid values from half the smallest to four times the
   largest compute, B > 0 fitted in each cell, least squared error wins, R0 held fixed. The
-  reference to beat on accuracy; vectorised (:mod:`.paper_fit`), so also usable at scale.
+  reference to beat on accuracy; vectorised (:mod:`.paper`), so also usable at scale.
 - ``paper_grid``: the same procedure with the paper's literal grid (A 0.450..0.800, C_mid inside
   the data, B unbounded) and a scipy ``curve_fit`` per cell. Faithful only on curves whose ceiling
   lies in 0.45-0.80 (the paper's own); kept to reproduce its numbers. Slow (seconds a curve).
@@ -26,8 +26,8 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.batched import fit_batch
-from scalerl.harness.analysis.curve import (
+from scalerl.harness.analysis.fit.batched import fit_batch
+from scalerl.harness.analysis.fit.curve import (
     FitOptions,
     FloatArray,
     PreparedCurve,
@@ -140,7 +140,7 @@ class PaperGridFitter(Fitter):
 
 @dataclass(frozen=True)
 class PaperFitter(Fitter):
-    """The paper's App. A.5 grid widened to the data (DESIGN.md §4); see :mod:`.paper_fit`.
+    """The paper's App. A.5 grid widened to the data (DESIGN.md §4); see :mod:`.paper`.
 
     Per curve (its fitted points, R0 from :func:`.curve.prepare`): A on the lattice of multiples
     of ``a_step`` from ``max(y) - a_below`` (rounded down, clipped to ``options.a_bounds``) up to
@@ -193,7 +193,7 @@ class PaperFitter(Fitter):
     def fit_prepared(
         self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
     ) -> list[RawResult]:
-        from scalerl.harness.analysis.paper_fit import grid_search
+        from scalerl.harness.analysis.fit.paper import grid_search
 
         b_grid = np.geomspace(self.b_range[0], self.b_range[1], self.n_b)
         results: list[RawResult] = []

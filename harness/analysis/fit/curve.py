@@ -101,7 +101,7 @@ class SigmoidFit:
     """One fitted curve. Parameters are NaN when the status says they cannot be trusted:
     ``pre-inflection`` keeps B and C_mid (they say where the curve is heading) but reports A (and
     its CI) as NaN, since a curve that never turned cannot pin its ceiling. CIs are NaN until
-    :func:`scalerl.harness.analysis.uncertainty.bootstrap_fits` fills them (95% percentile intervals)."""
+    :func:`scalerl.harness.analysis.fit.bootstrap.bootstrap_fits` fills them (95% percentile intervals)."""
 
     r0: float
     a: float

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalerl.harness.analysis.curve import FloatArray
+from scalerl.harness.analysis.fit.curve import FloatArray
 
 # Elements per (C_mid block x B x point) array: ~32 MB of float64, whatever the curve's length.
 _CHUNK = 4_000_000

@@ -1,6 +1,8 @@
-"""Argument types shared by the commands: numbers are checked once, at the boundary, so a bad
-value is argparse's one-line usage error (exit 2) instead of a hang, a traceback or a silently
-ignored flag later.
+"""Argument types shared by every command line (``scalerl``'s commands, ``python -m
+scalerl.harness.rl.toy``): numbers are checked once, at the boundary, so a bad value is argparse's
+one-line usage error (exit 2) instead of a hang, a traceback or a silently ignored flag later. A
+bottom-layer module (it imports only the standard library), so a package below the CLI can parse
+its own flags the same way.
 
 Every numeric flag of every command goes through one of these: :func:`whole` for integers (no
 floats, no ``1e3``, bounded so a value past the store's int4 columns or a count that would eat

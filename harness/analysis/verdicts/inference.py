@@ -263,21 +263,6 @@ class Contrast:
             return 0.0 if abs(self.d) < threshold else 1.0
         return float(min(1.0, 2.0 * stats.t.sf((threshold - abs(self.d)) / self.se, self.df)))
 
-    def seeds_to_clear(
-        self, threshold: float, seeds_now: int, level: float, power: float = 0.8
-    ) -> int | None:
-        """Seeds per group at which an interval with this centre clears ``threshold`` (beyond it
-        or inside it, whichever side the estimate is on) with ``power``, the SE scaling as
-        1/sqrt(seeds) and the t quantile at this df (conservative). None: on the threshold."""
-        if not self.ok:
-            return None
-        gap = abs(abs(self.d) - threshold)
-        if gap <= 0:
-            return None
-        z = self.quantile(level) + float(stats.norm.ppf(power))
-        need = seeds_now * (z * self.se / gap) ** 2
-        return max(seeds_now + 1, math.ceil(need)) if need > seeds_now else seeds_now
-
 
 def contrast_df(df: float, *groups: GroupEstimate) -> float:
     """Degrees of freedom of a sum of group variances (Welch-Satterthwaite).
@@ -296,6 +281,32 @@ def contrast_df(df: float, *groups: GroupEstimate) -> float:
     shared = max(total - sum(v for v, _ in own), 0.0)
     denom = shared**2 / df + sum(v * v / k for v, k in own)
     return float(min(df, total * total / denom)) if denom > 0 else float(df)
+
+
+def pool_pairs(base: Sequence[Sequence[float]], others: Sequence[Sequence[float]]) -> list[Contrast]:
+    """Contrasts (other_j - base_j) for refits made per pair (the baseline refitted at each
+    pair's common A), with one pooled seed variance: each variant's residuals once, and the
+    baseline's averaged over its pairs (they are the same seeds refitted, so counting them per
+    pair would overstate the degrees of freedom)."""
+    ss_o, df_o, ss_b, df_b = 0.0, 0, [], 0
+    clean_b = [np.asarray(b, dtype=np.float64)[np.isfinite(b)] for b in base]
+    clean_o = [np.asarray(o, dtype=np.float64)[np.isfinite(o)] for o in others]
+    for b, o in zip(clean_b, clean_o, strict=True):
+        if o.size >= 2:
+            ss_o += float(((o - o.mean()) ** 2).sum())
+            df_o += o.size - 1
+        if b.size >= 2:
+            ss_b.append(float(((b - b.mean()) ** 2).sum()))
+            df_b = max(df_b, b.size - 1)
+    df = df_o + df_b
+    var = (ss_o + (float(np.mean(ss_b)) if ss_b else 0.0)) / df if df > 0 else math.nan
+    out = []
+    for b, o in zip(clean_b, clean_o, strict=True):
+        if not (b.size and o.size) or not math.isfinite(var):
+            out.append(Contrast(_NAN, _NAN, _NAN))
+            continue
+        out.append(Contrast(float(o.mean() - b.mean()), math.sqrt(var / b.size + var / o.size), float(df)))
+    return out
 
 
 def bh(pvalues: Sequence[float], q: float) -> list[bool]:

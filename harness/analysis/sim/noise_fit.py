@@ -1,4 +1,4 @@
-"""Fit the simulator's noise (:class:`scalerl.harness.analysis.simulate.NoiseModel`) to real curves.
+"""Fit the simulator's noise (:class:`scalerl.harness.analysis.sim.simulate.NoiseModel`) to real curves.
 
 A real curve departs from a smooth sigmoid in three ways this module measures:
 
@@ -49,14 +49,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.curve import FloatArray, sigmoid_curve
-from scalerl.harness.analysis.fitters import fit_sigmoid
-from scalerl.harness.analysis.simulate import NoiseModel
+from scalerl.harness.analysis.fit.curve import FloatArray, sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid
+from scalerl.harness.analysis.noise.ar1 import ar1_mean_variance
+from scalerl.harness.analysis.sim.simulate import NoiseModel
+from scalerl.harness.analysis.verdicts.rule import MARGIN
 
 ACF_LAGS = 8
 DIP_WINDOW = 0.1
 DIP_MIN_POINTS = 5
-DIP_MIN = 0.02
+DIP_MIN = MARGIN
 DIP_Z = 3.0
 LATE_SHARE = 0.2
 _PARAMS = 4  # r0, a, b, c_mid: the reference's degrees of freedom
@@ -157,14 +159,6 @@ def _lagged(r: FloatArray) -> tuple[float, ...]:
     return tuple(float(r[k:] @ r[:-k]) if r.size > k else 0.0 for k in range(1, ACF_LAGS + 1))
 
 
-def _ar_mean_var(sigma2: float, phi: float, k: int) -> float:
-    """Variance of the mean of k consecutive values of a stationary AR(1) with variance sigma2."""
-    if phi <= 0 or k <= 1:
-        return sigma2 / k
-    lags = np.arange(1, k)
-    return sigma2 / k * (1.0 + 2.0 * float(np.sum((1.0 - lags / k) * phi**lags)))
-
-
 def _clean(compute: ArrayLike, values: ArrayLike, n: ArrayLike | float | None) -> tuple[FloatArray, ...]:
     c = np.asarray(compute, dtype=np.float64).ravel()
     v = np.asarray(values, dtype=np.float64).ravel()
@@ -193,7 +187,7 @@ def _measure(x: FloatArray, y: FloatArray, nn: FloatArray) -> CurveNoise:
     r = y[:upto] - ref
     ss = float(r @ r)
     lag1 = float(r[1:] @ r[:-1]) / ss if ss > 0 else 0.0
-    se = math.sqrt(2.0 * _ar_mean_var(ss / max(1, upto - _PARAMS), max(lag1, 0.0), w))
+    se = math.sqrt(2.0 * ar1_mean_variance(ss / max(1, upto - _PARAMS), max(lag1, 0.0), w))
     dip, dip_at = 0.0, nan
     if drop > DIP_MIN and drop > DIP_Z * se:
         dip, dip_at = drop, (j + w) / m
@@ -275,7 +269,7 @@ def estimate_noise(
             continue
         levels = np.array([p.late for p in runs])
         within = [
-            white2 / k + _ar_mean_var(extra2, phi_w, k)
+            white2 / k + ar1_mean_variance(extra2, phi_w, k)
             for k in (max(3, round(LATE_SHARE * p.points)) for p in runs)
         ]
         spread = float(np.var(levels, ddof=1))

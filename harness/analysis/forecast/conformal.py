@@ -1,10 +1,10 @@
 """Fitting and checking forecast intervals: split-conformal quantiles, horizon growth, coverage.
 
-A forecast's interval is ``value +- q(level) * u`` (:meth:`.forecaster.PointForecast.unit`); the
+A forecast's interval is ``value +- q(level) * u`` (:meth:`.ensemble.PointForecast.unit`); the
 unit ``u`` grows with the log of the compute ratio ``r = C / C_last`` and with the forecast's
 own movement, by two constants this module chooses. :func:`fit_calibration` takes backtested
 point forecasts with the observations they should have covered and returns the
-:class:`.forecaster.IntervalCalibration`: for every candidate (log-horizon slope, movement
+:class:`.intervals.IntervalCalibration`: for every candidate (log-horizon slope, movement
 weight) the quantiles of ``|error| / u`` (every forecast weighing the same), then the candidate
 whose coverage is most even across horizon buckets and groups (sources): by default the worst
 ``|coverage - level|`` over levels x buckets x groups is the criterion, so a calibration cannot
@@ -22,20 +22,15 @@ source left out and scores that source (bench/README.md, "Forecasts from the who
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
-from scalerl.harness.analysis.curve import FloatArray
-from scalerl.harness.analysis.forecaster import (
-    CALIBRATED_LEVELS,
-    IntervalCalibration,
-    PointForecast,
-    UnitTerms,
-)
+from scalerl.harness.analysis.fit.curve import FloatArray
+from scalerl.harness.analysis.forecast.ensemble import PointForecast
+from scalerl.harness.analysis.forecast.intervals import CALIBRATED_LEVELS, IntervalCalibration, UnitTerms
 from scalerl.harness.errors import ConfigError
 
 # Compute-ratio buckets (C / the last fitted compute) in which coverage is checked: 1-2x, 2-4x,
@@ -277,9 +272,3 @@ def coverage_table(
                 per = np.bincount(inv, weights=inside[sel].astype(np.float64)) / np.bincount(inv)
                 out.append(CoverageCell(name, "all", lv, float(per.mean()), int(per.size)))
     return out
-
-
-def worst_gap(cells: Sequence[CoverageCell], min_forecasts: int = _MIN_CELL) -> float:
-    """The largest |coverage - level| over cells with at least ``min_forecasts`` forecasts."""
-    gaps = [abs(c.coverage - c.level) for c in cells if c.forecasts >= min_forecasts]
-    return max(gaps) if gaps else math.nan

@@ -2,12 +2,14 @@
 
 Point forecast. Three members forecast the curve:
 
-- ``sigmoid``: the batched sigmoid fit (:mod:`.batched`) with R0 at the true start of training
-  (the lowest-compute point, not the mean of the first three: that mean biases a fast-rising
-  curve). A ``pre-inflection`` fit still forecasts from its raw parameters (A is bounded by
-  ``FitOptions.a_bounds``), since a value forecast does not claim the ceiling is pinned;
+- ``sigmoid``: the batched sigmoid fit (:mod:`scalerl.harness.analysis.fit.batched`) with R0
+  at the true start of training (the lowest-compute point, not the mean of the first three:
+  that mean biases a fast-rising curve). A ``pre-inflection`` fit still forecasts from its raw
+  parameters (A is bounded by ``FitOptions.a_bounds``), since a value forecast does not claim
+  the ceiling is pinned;
 - ``flat``: the mean of the last ``flat_points`` points (RL curves often sit on their plateau);
-- ``power``: the power law ``A - D / C^B`` (closed form on a grid of B, see :mod:`.powerlaw`).
+- ``power``: the power law ``A - D / C^B`` (closed form on a grid of B, see
+  :mod:`scalerl.harness.analysis.fit.powerlaw`).
 
 Each member is weighted by its own rolling-origin validation error *inside the fitted part*:
 the curve's points up to ``origin`` x its last compute are fitted and the rest (of the fitted
@@ -29,7 +31,7 @@ over rolling-origin backtests (cuts at 25/50/75% of every curve's compute, each 
 equally). ``k = 1`` (noise and member disagreement add as variances) is fixed, not tuned;
 ``slope`` and ``q`` are fitted.
 
-The defaults (:data:`DEFAULT_ENSEMBLE`, :data:`DEFAULT_CALIBRATION`) were chosen by
+The defaults (:data:`DEFAULT_ENSEMBLE`, :data:`.calibrations.DEFAULT_CALIBRATION`) were chosen by
 ``bench/forecast.py`` on all real curves in /work/shared/data/real-rl-curves; its
 leave-one-source-out table (bench/README.md, "Forecasts") shows what to expect on unseen curves.
 """
@@ -44,19 +46,21 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from scalerl.harness.analysis.bounds import Bounds, check_bounds, clip_to_bounds
-from scalerl.harness.analysis.curve import FitOptions, FloatArray, clean_sigma, prepare, sigmoid_curve
-from scalerl.harness.analysis.fitters import fit_sigmoid_many
-from scalerl.harness.analysis.powerlaw import _B_GRID, _solve
+from scalerl.harness.analysis.fit.curve import FitOptions, FloatArray, clean_sigma, prepare, sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.fit.powerlaw import B_GRID, solve_grid
+from scalerl.harness.analysis.forecast.bounds import Bounds, check_bounds, clip_to_bounds
+from scalerl.harness.analysis.forecast.calibrations import DEFAULT_CALIBRATION
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration, UnitTerms
+from scalerl.harness.analysis.noise.point import noise_scale
 from scalerl.harness.errors import ConfigError
 
 MEMBERS = ("sigmoid", "flat", "power")
 ForecastStatus = Literal["ok", "too-few-points", "flat"]
 _ERR_FLOOR = 1e-3  # validation errors below a tenth of a point are noise, not skill
-_SCALE_FLOOR = 1e-3  # a perfectly smooth curve still gets a non-degenerate interval
 # Every third B of the power law's own grid (80 values, 11% apart): the member's forecast barely
 # moves between neighbours, and it keeps 1,000 forecasts (3 power-law fits each) under 2 s.
-_POWER_B = _B_GRID[::3]
+_POWER_B = B_GRID[::3]
 
 
 @dataclass(frozen=True)
@@ -90,147 +94,8 @@ class EnsembleSettings:
             raise ConfigError("must be >= 1", field="flat_points", value=self.flat_points, fix="use 3")
 
 
-@dataclass(frozen=True)
-class IntervalCalibration:
-    """Split-conformal quantiles of the normalised absolute error ``|e| / u`` (the unit ``u`` of
-    :meth:`PointForecast.interval_scale` with ``horizon_slope`` and ``spread_weight``) at the
-    nominal levels ``levels`` (increasing); other levels interpolate linearly between them."""
-
-    levels: tuple[float, ...]
-    quantiles: tuple[float, ...]
-    horizon_slope: float = 1.0
-    spread_weight: float = 1.0
-    # The unit's growth with the log of the compute ratio r = C / C_last (>= 1): a factor
-    # (1 + log_horizon_slope * log r), monotone in r for a slope >= 0. Linear growth in h
-    # (horizon_slope) was fitted near the data and overshoots at 10-100x.
-    log_horizon_slope: float = 0.0
-    # Weight of the forecast's own movement |value - flat member| in the unit: a forecast that
-    # predicts a large climb is uncertain in proportion to that climb (rising curves' errors are
-    # trend, not noise).
-    move_weight: float = 0.0
-    # Weight of the curve's recent trend times the log horizon, ``|beta| * log r`` (beta: the
-    # slope of the metric against log compute over the later half of the fitted points): on real
-    # curves the forecast error per unit of this term is the most alike across sources.
-    trend_weight: float = 0.0
-    # Weight of the error the same forecast made on sibling runs that went on (PointForecast's
-    # sibling_error): the sweep's own evidence of how far off forecasts from here land.
-    sibling_weight: float = 0.0
-    # Weight of the error the forecast's own blend made in its rolling-origin validation inside
-    # the fitted points (PointForecast's own_error): a curve whose recent past the forecast
-    # already missed (a climb it kept under-calling) is forecast less surely, whatever its source.
-    own_weight: float = 0.0
-
-    def __post_init__(self) -> None:
-        knobs = (
-            self.horizon_slope,
-            self.log_horizon_slope,
-            self.move_weight,
-            self.trend_weight,
-            self.sibling_weight,
-            self.own_weight,
-        )
-        if min(knobs) < 0:
-            raise ConfigError(
-                "horizon slopes and weights must be >= 0 (an interval must not narrow further ahead)",
-                field="IntervalCalibration",
-                value=knobs,
-                fix="use non-negative values",
-            )
-
-    def quantile(self, level: float) -> float:
-        if not self.levels[0] <= level <= self.levels[-1]:
-            raise ConfigError(
-                "interval level outside the calibrated range",
-                field="level",
-                value=level,
-                fix=f"use a level in [{self.levels[0]}, {self.levels[-1]}]",
-            )
-        return float(np.interp(level, self.levels, self.quantiles))
-
-
-CALIBRATED_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98)
-
 # Chosen by bench/forecast.py on all sources (see its "calibration shipped" line).
 DEFAULT_ENSEMBLE = EnsembleSettings()
-# Fitted by bench/forecast_sweep.py on all four real sources (its "fitted on all four sources
-# (single)" line): growth with the log of the compute ratio and with the forecast's own
-# validation error, the objective (trimmed worst gap) chosen leave-one-source-out. Held out,
-# this procedure's 90% intervals cover 85-95% in 10 of the 16 (source, horizon bucket) cells up
-# to 30x (every W&B and SPEED-RL cell, none of verl's), against 5 for the linear-horizon
-# constants shipped before (bench/README.md, "Forecasts from the whole sweep").
-DEFAULT_CALIBRATION = IntervalCalibration(
-    levels=CALIBRATED_LEVELS,
-    quantiles=(0.281, 0.355, 0.451, 0.576, 0.809, 1.144, 1.634),
-    horizon_slope=0.0,
-    spread_weight=1.0,
-    log_horizon_slope=2.0,
-    own_weight=2.0,
-)
-# The constants shipped before (bench/forecast.py, all sources, linear in the relative horizon):
-# what the forecast pruner's defaults were chosen and measured with (bench/search.py), so the
-# pruner keeps them until its bench is rerun on the new calibration.
-LINEAR_CALIBRATION = IntervalCalibration(
-    levels=CALIBRATED_LEVELS,
-    quantiles=(0.734, 0.932, 1.21, 1.572, 2.171, 2.851, 3.783),
-    horizon_slope=0.5,
-    spread_weight=1.0,
-)
-
-
-@dataclass(frozen=True)
-class UnitTerms:
-    """What an interval's unit is made of, per scored point (one forecast's, or many forecasts'
-    concatenated by :meth:`concat`): a calibration search evaluates hundreds of candidates on
-    the same terms, so they are computed once."""
-
-    scale: FloatArray
-    spread: FloatArray
-    move: FloatArray
-    trend_log_r: FloatArray
-    sibling_error: FloatArray
-    own_error: FloatArray
-    horizon: FloatArray
-    log_r: FloatArray
-
-    @staticmethod
-    def concat(parts: Sequence[UnitTerms]) -> UnitTerms:
-        return UnitTerms(
-            **{f: np.concatenate([getattr(p, f) for p in parts]) for f in UnitTerms.__dataclass_fields__}
-        )
-
-    def unit(
-        self,
-        horizon_slope: float,
-        spread_weight: float = 1.0,
-        log_horizon_slope: float = 0.0,
-        move_weight: float = 0.0,
-        trend_weight: float = 0.0,
-        sibling_weight: float = 0.0,
-        own_weight: float = 0.0,
-    ) -> FloatArray:
-        """See :meth:`PointForecast.interval_scale`."""
-        base = self.scale**2 + (spread_weight * self.spread) ** 2
-        if move_weight:
-            base = base + (move_weight * self.move) ** 2
-        if trend_weight:
-            base = base + (trend_weight * self.trend_log_r) ** 2
-        if sibling_weight:
-            base = base + (sibling_weight * self.sibling_error) ** 2
-        if own_weight:
-            base = base + (own_weight * self.own_error) ** 2
-        growth = (1.0 + horizon_slope * self.horizon) * (1.0 + log_horizon_slope * self.log_r)
-        return np.asarray(np.sqrt(base) * growth, dtype=np.float64)
-
-    def for_calibration(self, calibration: IntervalCalibration) -> FloatArray:
-        return self.unit(
-            calibration.horizon_slope,
-            calibration.spread_weight,
-            calibration.log_horizon_slope,
-            calibration.move_weight,
-            calibration.trend_weight,
-            calibration.sibling_weight,
-            calibration.own_weight,
-        )
 
 
 @dataclass(frozen=True)
@@ -238,7 +103,7 @@ class PointForecast:
     """A point forecast before its interval: ``scale`` is the noise scale s, ``horizon`` the
     relative horizon h at each ``at``, ``ratio`` the compute ratio r = max(C / C_last, 1),
     ``weights`` the member weights (member order ``names``; MEMBERS for the single-curve
-    ensemble, which :mod:`.hierarchical` extends with the sweep's member)."""
+    ensemble, which :mod:`.sweep_prior` extends with the sweep's member)."""
 
     at: FloatArray
     value: FloatArray
@@ -252,7 +117,7 @@ class PointForecast:
     names: tuple[str, ...] = MEMBERS
     trend: float = 0.0  # |slope of the metric against log compute|, later half of the fitted points
     # How wrong this forecast was on sibling runs that went on past this curve's last compute
-    # (the sweep forecast, :mod:`.hierarchical`); 0.0 when there were none.
+    # (the sweep forecast, :mod:`.sweep_prior`); 0.0 when there were none.
     sibling_error: float = 0.0
     # How wrong the same blend was on this curve's own later fitted points, forecast from the
     # rolling-origin cuts (:func:`blended_error` of the validation); 0.0 when it was not validated.
@@ -354,15 +219,6 @@ class CurveForecast:
         return self.status == "ok"
 
 
-def noise_scale(values: FloatArray) -> float:
-    """Robust per-point noise sd of a curve: MAD of first differences x 1.4826 / sqrt(2)."""
-    if values.size < 3:
-        return _SCALE_FLOOR
-    d = np.diff(values)
-    mad = float(np.median(np.abs(d - np.median(d))))
-    return max(1.4826 * mad / math.sqrt(2.0), _SCALE_FLOOR)
-
-
 def recent_trend(x: FloatArray, y: FloatArray) -> float:
     """|Least-squares slope of y against log x| over the later half of the points at x > 0
     (at least 3; 0.0 with fewer): how fast the curve still moves per e-fold of compute."""
@@ -384,7 +240,7 @@ def _power_forecast(x: FloatArray, y: FloatArray, at: FloatArray) -> FloatArray:
     if x.size < 4 or np.ptp(y) <= 0:
         return np.full(at.shape, np.nan)
     scale = float(x[-1])
-    a, d, sse = _solve(x / scale, y, _POWER_B)
+    a, d, sse = solve_grid(x / scale, y, _POWER_B)
     k = int(np.nanargmin(np.where(np.isfinite(sse), sse, np.inf)))
     if not (np.isfinite(a[k]) and d[k] > 0):
         return np.full(at.shape, np.nan)
@@ -393,7 +249,7 @@ def _power_forecast(x: FloatArray, y: FloatArray, at: FloatArray) -> FloatArray:
     return np.asarray(out, dtype=np.float64)
 
 
-def _members(
+def member_forecasts(
     curves: Sequence[tuple[FloatArray, FloatArray]],
     ats: Sequence[FloatArray],
     r0: Sequence[float],
@@ -432,7 +288,7 @@ def point_forecast_many(
 
     ``r0`` (one per curve, None = the lowest-compute finite value) is R0 for the sigmoid;
     ``sigma`` (one array of per-point standard errors per curve, or None) weights the sigmoid
-    fit (see :func:`scalerl.harness.analysis.fitters.fit_sigmoid_many`). ``options`` only supplies the
+    fit (see :func:`scalerl.harness.analysis.fit.fitters.fit_sigmoid_many`). ``options`` only supplies the
     degenerate-curve checks (``min_points``, ``flat_tol``; defaults of :class:`FitOptions`).
     """
     opts = options or FitOptions()
@@ -493,14 +349,16 @@ def point_forecast_many(
             jobs_sigma.append(None if s_i is None else s_i[tr])
         inner.append(mine)
     any_sigma = any(s is not None for s in jobs_sigma)
-    member_preds = _members(jobs_curves, jobs_at, jobs_r0, jobs_sigma if any_sigma else None, settings)
+    member_preds = member_forecasts(
+        jobs_curves, jobs_at, jobs_r0, jobs_sigma if any_sigma else None, settings
+    )
     allowed = np.array([m in settings.members for m in MEMBERS])
     out: list[PointForecast | None] = [None] * n
     for j, i in enumerate(todo):
         x, y = clean[i]
         m = member_preds[base[j]]
         validation = [(member_preds[jj], held) for jj, held in inner[j]]
-        w = _weights(m, validation, allowed, settings.temperature)
+        w = member_weights(m, validation, allowed, settings.temperature)
         value = (np.where(w[:, None] > 0, m, 0.0) * w[:, None]).sum(axis=0)
         pos = x[x > 0]
         c_first, c_last = float(pos[0]), float(x[-1])
@@ -543,7 +401,7 @@ def blended_error(validation: Sequence[tuple[FloatArray, FloatArray]], w: FloatA
     return float(np.median(errs)) if errs else 0.0
 
 
-def _weights(
+def member_weights(
     final: FloatArray,
     validation: list[tuple[FloatArray, FloatArray]],
     allowed: NDArray[np.bool_],
@@ -649,89 +507,3 @@ def forecast_curve(
         sigma=None if sigma is None else [sigma],
         bounds=bounds,
     )[0]
-
-
-@dataclass(frozen=True)
-class Reach:
-    """Compute at which the forecast reaches ``fraction`` x the fitted A (``a``), with the
-    compute at which the interval's upper / lower edge gets there (``lo`` / ``hi``; NaN when
-    that edge never does within the horizon searched). NaN ``compute`` and a reason otherwise."""
-
-    fraction: float
-    a: float
-    compute: float
-    lo: float
-    hi: float
-    reason: str = ""
-
-
-def _first_crossing(grid: FloatArray, values: FloatArray, target: float) -> float:
-    hit = np.flatnonzero(values >= target)
-    if hit.size == 0:
-        return math.nan
-    k = int(hit[0])
-    if k == 0:
-        return float(grid[0])
-    # Interpolate in log compute between the last grid point below and the first at or above.
-    v0, v1 = float(values[k - 1]), float(values[k])
-    t = (target - v0) / (v1 - v0) if v1 > v0 else 1.0
-    return float(np.exp(np.log(grid[k - 1]) + t * (np.log(grid[k]) - np.log(grid[k - 1]))))
-
-
-def forecast_reach(
-    compute: ArrayLike,
-    values: ArrayLike,
-    fraction: float,
-    *,
-    level: float = 0.9,
-    r0: float | None = None,
-    sigma: ArrayLike | None = None,
-    horizon: float = 1000.0,
-    bounds: Bounds | None = None,
-) -> Reach:
-    """The compute at which a curve reaches ``fraction`` x its fitted ceiling A.
-
-    A is the sigmoid fit's (R0 = the first point, as in the ensemble); if the fitted curve gets
-    there inside the data, that compute is returned (the data already covers it); otherwise the
-    forecast of :func:`forecast_curve` is searched on a log grid up to ``horizon`` (default
-    1000) x the last compute, and so are its interval edges at ``level``. No fitted A (a curve
-    that has not passed its inflection, a flat or decreasing one) or a forecast that never gets
-    there gives NaN and the reason. ``bounds`` clips the forecast searched (:func:`forecast_curve`).
-    """
-    bounds = check_bounds(bounds)
-    if not 0.0 < fraction < 1.0:
-        raise ConfigError("must be in (0, 1)", field="fraction", value=fraction, fix="use e.g. 0.95")
-    c = np.asarray(compute, dtype=np.float64).ravel()
-    v = np.asarray(values, dtype=np.float64).ravel()
-    k = min(c.size, v.size)
-    good = np.isfinite(c[:k]) & np.isfinite(v[:k])
-    order = np.argsort(c[:k][good], kind="stable")
-    x, y = c[:k][good][order], v[:k][good][order]
-    if x.size == 0 or not (x > 0).any():
-        return Reach(fraction, math.nan, math.nan, math.nan, math.nan, "no points at compute > 0")
-    start = float(y[0]) if r0 is None else float(r0)
-    s_clean = clean_sigma(sigma, v.size)
-    s = None if s_clean is None else s_clean[:k][good][order]
-    fit = fit_sigmoid_many([(x, y)], r0=[start], sigma=None if s is None else [s])[0]
-    nan = math.nan
-    if not fit.ok:
-        return Reach(fraction, nan, nan, nan, nan, f"no fitted ceiling: fit is {fit.status} ({fit.reason})")
-    target = fraction * fit.a
-    inside = fit.compute_to_reach(fraction)
-    if math.isfinite(inside) and inside <= float(x[-1]):
-        return Reach(fraction, fit.a, inside, inside, inside, "reached inside the data (fitted curve)")
-    grid = np.geomspace(float(x[-1]), float(x[-1]) * horizon, 400)
-    fc = forecast_curve(x, y, grid, level=level, r0=start, sigma=s, bounds=bounds)
-    if not fc.ok:
-        return Reach(fraction, fit.a, nan, nan, nan, f"no forecast: {fc.status} ({fc.reason})")
-    at = _first_crossing(grid, fc.value, target)
-    early = _first_crossing(grid, fc.hi, target)
-    late = _first_crossing(grid, fc.lo, target)
-    reason = ""
-    if not math.isfinite(at):
-        weights = ", ".join(f"{k}={w:.2f}" for k, w in fc.weights.items())
-        reason = (
-            f"the forecast levels off at {float(fc.value[-1]):.4f} < {fraction:g} x A = {target:.4f} "
-            f"within {horizon:g}x the last compute (member weights {weights})"
-        )
-    return Reach(fraction, fit.a, at, early, late, reason)

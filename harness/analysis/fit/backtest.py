@@ -1,10 +1,10 @@
 """Forecasts from a fit (value at a compute, compute to reach a fraction of A) and backtests.
 
-Intervals come from the bootstrap replicates of :func:`scalerl.harness.analysis.uncertainty.bootstrap_fits`:
+Intervals come from the bootstrap replicates of :func:`scalerl.harness.analysis.fit.bootstrap.bootstrap_fits`:
 the forecast is evaluated under every replicate and the percentile interval taken. They describe
 the *fitted curve's* parameter uncertainty only: on real RL curves a 90% interval contained 26% of
 later observations (issue 12). To forecast future observations, use
-:func:`scalerl.harness.analysis.forecaster.forecast_curve`, whose intervals are calibrated for that.
+:func:`scalerl.harness.analysis.forecast.ensemble.forecast_curve`, whose intervals are calibrated for that.
 A fit that is not ``ok`` (pre-inflection included) forecasts NaN with its reason: no confident
 number from a curve that has not pinned its ceiling.
 
@@ -22,10 +22,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalerl.harness.analysis.curve import FitOptions, FloatArray, SigmoidFit, compute_to_reach, sigmoid_curve
-from scalerl.harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
-from scalerl.harness.analysis.powerlaw import PowerLawFit, fit_power_law
-from scalerl.harness.analysis.uncertainty import BootstrapResult
+from scalerl.harness.analysis.fit.bootstrap import BootstrapResult
+from scalerl.harness.analysis.fit.curve import (
+    FitOptions,
+    FloatArray,
+    SigmoidFit,
+    compute_to_reach,
+    sigmoid_curve,
+)
+from scalerl.harness.analysis.fit.fitters import Curve, Fitter, fit_sigmoid_many
+from scalerl.harness.analysis.fit.powerlaw import PowerLawFit, fit_power_law
 
 _NAN = math.nan
 

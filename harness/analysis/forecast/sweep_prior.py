@@ -7,11 +7,11 @@ ceiling (status ``ok``) give a prior over ``theta = (A, log B, log C_mid)``: cen
 siblings' median, scale ``sqrt((kappa * 1.4826 * MAD)^2 + floor^2)`` per parameter (``kappa``
 and the floors are :class:`SweepSettings`). The run's own points update it: the ``sweep`` member
 is the maximum a posteriori sigmoid, the least-squares fit of ``(y - R(C; theta)) / s`` (``s`` the
-run's noise scale, :func:`.forecaster.noise_scale`) with the prior as a Gaussian penalty
-``(theta - centre) / scale``. Early on the prior decides the ceiling the run's own points
+run's noise scale, :func:`scalerl.harness.analysis.noise.point.noise_scale`) with the prior as a
+Gaussian penalty ``(theta - centre) / scale``. Early on the prior decides the ceiling the run's own points
 cannot pin; once the run has bent, its own points outweigh it.
 
-The point forecast is the single-curve ensemble (:mod:`.forecaster`) with this fourth member,
+The point forecast is the single-curve ensemble (:mod:`.ensemble`) with this fourth member,
 every member weighted by its rolling-origin validation error as there (the sweep member is
 refitted at each inner origin with the same prior). A run with fewer than ``min_siblings`` fitted
 siblings gets the single-curve forecast unchanged, and says so (``method="single"``). Its
@@ -31,25 +31,28 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.harness.analysis.bounds import Bounds, check_bounds
-from scalerl.harness.analysis.curve import FitOptions, FloatArray, sigmoid_curve
-from scalerl.harness.analysis.fitters import fit_sigmoid_many
-from scalerl.harness.analysis.forecaster import (
-    CALIBRATED_LEVELS,
+from scalerl.harness.analysis.fit.curve import FitOptions, FloatArray, sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.forecast.bounds import Bounds, check_bounds
+from scalerl.harness.analysis.forecast.calibrations import (
     DEFAULT_CALIBRATION,
+    FINISHED_SWEEP_CALIBRATION,
+    SWEEP_CALIBRATION,
+)
+from scalerl.harness.analysis.forecast.ensemble import (
     DEFAULT_ENSEMBLE,
     MEMBERS,
     CurveForecast,
     EnsembleSettings,
-    IntervalCalibration,
     PointForecast,
-    _members,
-    _weights,
     blended_error,
-    noise_scale,
+    member_forecasts,
+    member_weights,
     point_forecast_many,
     with_interval,
 )
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
+from scalerl.harness.analysis.noise.point import noise_scale
 from scalerl.harness.errors import ConfigError
 
 SWEEP_MEMBERS = (*MEMBERS, "sweep")
@@ -84,21 +87,6 @@ class SweepSettings:
 
 
 DEFAULT_SWEEP = SweepSettings()
-# Fitted by bench/forecast_sweep.py on all four real sources, both sibling settings, with the
-# worst-gap objective; the leave-one-source-out coverage it reports, per source and horizon
-# bucket, is what to expect on a new source (bench/README.md). The nested-objective refit the
-# bench now prints gained one cell of 32 held out, so this one stays (the beat pruner's tables
-# were measured with it). forecast_with_siblings uses it where the siblings did not run on
-# (FINISHED_SWEEP_CALIBRATION below otherwise); the pruner for every sweep forecast.
-SWEEP_CALIBRATION = IntervalCalibration(
-    levels=CALIBRATED_LEVELS,
-    quantiles=(0.406, 0.523, 0.664, 0.888, 1.276, 1.651, 2.204),
-    horizon_slope=0.0,
-    spread_weight=1.0,
-    log_horizon_slope=2.0,
-    move_weight=0.0,
-    sibling_weight=1.0,
-)
 
 
 # A sweep counts as finished for a run's forecast when at least MIN_VALIDATING siblings ran to
@@ -125,25 +113,6 @@ def siblings_finished(x: ArrayLike, siblings: Sequence[Curve], ratio: float = FI
         if s.size and float(s.max()) >= ratio * last:
             reached += 1
     return reached >= MIN_VALIDATING
-
-
-# Fitted by bench/forecast_sweep.py on all four real sources, on the sweep forecasts whose
-# siblings ran on (siblings_finished), by the procedure of DEFAULT_CALIBRATION (objective chosen
-# leave-one-source-out: mean gap; its "fitted on all four sources (sweep, finished by
-# siblings_finished)" line). Siblings' own futures make these forecasts far better informed than
-# same-stage ones, and one shared calibration over-covered them (held out, 4 of 16 source x
-# horizon cells in 85-95% at 90%); with this one for the runs the rule calls finished, 12 of 16,
-# the same-stage cells unchanged (bench/README.md, "Forecasts from the whole sweep").
-FINISHED_SWEEP_CALIBRATION = IntervalCalibration(
-    levels=CALIBRATED_LEVELS,
-    quantiles=(0.306, 0.385, 0.48, 0.605, 0.784, 0.97, 1.214),
-    horizon_slope=0.0,
-    spread_weight=1.0,
-    log_horizon_slope=0.5,
-    move_weight=0.0,
-    sibling_weight=2.0,
-    own_weight=0.5,
-)
 
 
 @dataclass(frozen=True)
@@ -175,7 +144,7 @@ def _prior(theta: FloatArray, members: tuple[int, ...], settings: SweepSettings)
 
 @dataclass(frozen=True)
 class SweepForecast:
-    """One run's forecast: ``forecast`` (as :func:`.forecaster.forecast_curve` returns it),
+    """One run's forecast: ``forecast`` (as :func:`.ensemble.forecast_curve` returns it),
     ``method`` ``"sweep"`` (the prior from ``siblings`` fitted siblings was used) or
     ``"single"`` (the single-curve forecast; ``note`` says why)."""
 
@@ -307,7 +276,7 @@ def point_forecast_with_prior(
                 if int((tr & (x > 0)).sum()) >= 4 and int((~tr).sum()) >= 1:
                     mine.append((i, x[tr], y[tr], x[~tr], y[~tr], prior, False))
         jobs += mine
-    inner = _members(
+    inner = member_forecasts(
         [(j[1], j[2]) for j in jobs], [j[3] for j in jobs], [float(j[2][0]) for j in jobs], None, settings
     )
     out: list[PointForecast] = []
@@ -332,7 +301,7 @@ def point_forecast_with_prior(
                     else _sweep_member(job[1], job[2], job[3], float(job[2][0]), p)
                 )
                 validation.append((np.vstack([single, sw[None, :]]), job[4]))
-        w = _weights(m, validation, allowed, settings.temperature)
+        w = member_weights(m, validation, allowed, settings.temperature)
         value = (np.where(w[:, None] > 0, m, 0.0) * w[:, None]).sum(axis=0)
         # Validated on siblings: the error on runs that went on; inside the curve: its own past.
         err = blended_error(validation, w)

@@ -249,7 +249,10 @@ def test_the_trl_extra_installs_beside_a_labs_pinned_trl(tmp_path: Path) -> None
     report = tmp_path / "report.json"
     done = resolve(house, "scalerl-harness[trl]", "trl==1.15.0", report=report)
     assert done.returncode == 0, done.stdout + done.stderr
-    chosen = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    chosen = {
+        i["metadata"]["name"].lower(): i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
     assert chosen["trl"] == "1.15.0" and "scalerl-harness" in chosen
     assert not set(NOT_FOR_TRAINERS) & set(chosen), sorted(chosen)
 
@@ -262,4 +265,6 @@ def test_the_trl_extra_installs_beside_a_labs_pinned_trl(tmp_path: Path) -> None
     # The runner's extra keeps its floor: against the lab's 1.15 pin, pip refuses it by name.
     refused = resolve(house, "scalerl-harness[trl-runner]", "trl==1.15.0", report=report)
     assert refused.returncode != 0
-    assert "trl" in refused.stderr and ("conflict" in refused.stderr.lower() or "ResolutionImpossible" in refused.stderr)
+    assert "trl" in refused.stderr and (
+        "conflict" in refused.stderr.lower() or "ResolutionImpossible" in refused.stderr
+    )

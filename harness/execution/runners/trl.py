@@ -1,6 +1,6 @@
 """The ``trl`` runner: TRL's ``GRPOTrainer`` trained on the recipe, streamed into the store.
 
-``runner: {type: trl}`` (``pip install 'scalerl-harness[trl-runner]'``: TRL >= 1.16). Each ScaleRL knob is mapped onto
+``runner: {type: trl}`` (the ``[trl-runner]`` extra: TRL >= 1.16). Each ScaleRL knob is mapped onto
 TRL's ``GRPOConfig`` where TRL expresses it (:func:`grpo_config_kwargs`, the table below); a knob
 TRL cannot express raises :class:`ConfigError` naming it, unless ``runner.unsupported: ignore``,
 which trains without it and records the ignored knobs with the run (an ``unsupported`` event in
@@ -76,6 +76,8 @@ def check_trl_version(version: str) -> None:
             value="trl",
             fix=TRL_RUNNER_FIX,
         )
+
+
 COMPUTE_FILE = "harness_compute.json"  # in each checkpoint dir
 UNSUPPORTED_FILE = "trl_unsupported.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")

@@ -219,4 +219,6 @@ def test_benjamini_hochberg_is_scipys_and_agrees_with_the_step_up(monkeypatch: p
         assert bh(ps, q) == _bh_step_up(ps, q), (trial, ps, q)
     assert len(calls) == 400
     # NaN counts as a test that is never rejected, as the step-up left it.
-    assert bh([0.001, float("nan"), 0.02], 0.05) == [True, False, True] == _bh_step_up([0.001, 1.0, 0.02], 0.05)
+    assert (
+        bh([0.001, float("nan"), 0.02], 0.05) == [True, False, True] == _bh_step_up([0.001, 1.0, 0.02], 0.05)
+    )

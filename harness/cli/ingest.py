@@ -108,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="set the state of runs named NAME (a glob) whose source records none (TensorBoard, CSV, "
         "JSON lines) or records it wrongly: completed, failed, killed, running, ...",
     )
-    p.add_argument("--sweep", required=True, metavar="NAME", help="store sweep to import into")
+    p.add_argument("--sweep", metavar="NAME", help="store sweep to import into (default: $SCALERL_SWEEP)")
     p.add_argument("--metric", metavar="M", help="only this metric (exact name or glob)")
     p.add_argument(
         "--axis-column",

@@ -86,7 +86,7 @@ def import_and_fit(
     assert main([*args, *extra, "--db", url]) == 0
     out = capsys.readouterr().out
     assert main(["fit", "ml", *FIT, "--db", url]) == 0
-    return out, json.loads(capsys.readouterr().out)
+    return out, json.loads(capsys.readouterr().out)["verdicts"]
 
 
 def test_a_failed_run_is_left_out_named_and_changes_no_verdict(

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scalerl import db
 from scalerl.harness import Sweep
 from scalerl.harness.cli import main
 

@@ -13,10 +13,10 @@ class HarnessError(Exception):
     """Root of every error the harness raises on purpose.
 
     ``exit_code`` is what the CLI exits with when this error reaches it. The codes (README,
-    "Exit codes"): 1 a run or trial failed, 2 a usage error (argparse), 3 a bad configuration
-    or a name that is not in the store (a sweep, a run, a metric), 4 the store, 5 a refused or
-    failed submission, 6 an analysis that cannot be computed, 7 an unreadable import, 130 an
-    interrupt, 141 a closed pipe.
+    "Scripting with --json, and exit codes"): 1 a run or trial failed, 2 a usage error
+    (argparse), 3 a bad configuration or a name that is not in the store (a sweep, a run, a
+    metric), 4 the store, 5 a refused or failed submission, 6 an analysis that cannot be computed,
+    7 an unreadable import, 130 an interrupt, 141 a closed pipe.
     """
 
     exit_code: int = 1

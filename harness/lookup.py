@@ -2,8 +2,9 @@
 
 Every command and :class:`scalerl.Sweep` reach a sweep and a metric through these, so a name that
 is not in the store fails the same way everywhere: a :class:`~scalerl.harness.errors.NotFoundError`
-(exit 3, README "Exit codes") that names the value, lists what is there and, for a near miss,
-says which one was meant (:func:`did_you_mean`, difflib's close matches).
+(exit 3, README "Scripting with --json, and exit codes") that names the value, lists what is
+there and, for a near miss, says which one was meant (:func:`did_you_mean`, difflib's close
+matches).
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     """Run a command; every error it can cause becomes a line on stderr (and, under --json, the
-    error document on stdout) and its exit code (README, "Exit codes")."""
+    error document on stdout) and its exit code (README, "Scripting with --json, and exit codes")."""
     from scalerl.db.redaction import scrub
     from scalerl.harness.cli import output
 

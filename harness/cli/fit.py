@@ -132,7 +132,8 @@ def _fit(args: argparse.Namespace) -> int:
         store.close()
     rows = result.verdict_rows
     if args.json:
-        # An object like every command's (README, "Exit codes and JSON"), keyed by the store's
+        # An object like every command's (README, "Scripting with --json, and exit codes"), keyed
+        # by the store's
         # column names (d_a, d_a_lo, ...), one spelling each.
         from scalerl.harness.cli.output import emit
 

@@ -86,8 +86,9 @@ def test_user_errors_name_the_fix_and_hide_passwords(
     assert main(["report", report_sweep.SWEEP, "--metric", "nope", "--db", store_url]) == 3
     err = capsys.readouterr().err
     assert "metric='nope'" in err and "train/reward, val/pass_rate" in err
-    # Every command exits alike on the same mistake (README, "Exit codes": a name not in the store
-    # is 3), with the same message: the names there, and the one meant for a near miss.
+    # Every command exits alike on the same mistake (README, "Scripting with --json, and exit
+    # codes": a name not in the store is 3), with the same message: the names there, and the one
+    # meant for a near miss.
     for command in ("fit", "forecast", "report", "status", "cancel"):
         assert main([command, "loo-reprot", "--db", store_url]) == 3, command
         err = capsys.readouterr().err

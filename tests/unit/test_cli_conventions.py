@@ -1,7 +1,7 @@
-"""One convention per condition across the commands (README, "Exit codes and JSON"): the same exit
-code and message for a sweep or store that is not there, `--db` as a path, did-you-mean for a
-mistyped command, `$SCALERL_SWEEP` wherever a sweep is named, the Python API's own wording, and
-progress on a terminal only (stderr; never under --json)."""
+"""One convention per condition across the commands (README, "Scripting with --json, and exit
+codes"): the same exit code and message for a sweep or store that is not there, `--db` as a path,
+did-you-mean for a mistyped command, `$SCALERL_SWEEP` wherever a sweep is named, the Python API's
+own wording, and progress on a terminal only (stderr; never under --json)."""
 
 from __future__ import annotations
 

@@ -233,5 +233,5 @@ def test_notebooks_run_on_an_imported_sweep_with_its_stored_metric_and_axis(impo
 
     text, figures = imported["03-live-forecast"]
     assert "0 of 4 runs still running; forecasting at tokens=4.4e+04" in text
-    assert len(re.findall(r"^\s*\S+-s\d\s+completed\s.*\sfinished\s*$", text, re.M)) == 4
+    assert len(re.findall(r"^\s*\S+-s\d\s+\S+\s+completed\s.*\sfinished\s*$", text, re.M)) == 4
     assert len(figures) == 1

@@ -175,3 +175,18 @@ def test_import_dry_run_shows_the_inferred_mapping_and_axis_and_writes_nothing(
     assert main([*argv, "--db", str(store)]) == 0
     out = capsys.readouterr().out
     assert "sweep 'csv' defaults for fit/report/forecast: metric 'val/acc' on axis 'samples'" in out
+
+
+def test_fit_without_a_baseline_says_there_are_no_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38: `verdicts skipped` was followed by `every knob is decided` with 0 verdicts."""
+    files = [str(write_csv(tmp_path / f"run-{k}", BASE, 0.6 + 0.05 * k, k)) for k in range(2)]
+    store = str(tmp_path / "s.db")
+    assert main(["import", *files, "--sweep", "bare", "--db", store]) == 0
+    capsys.readouterr()
+    assert main(["fit", "bare", "--db", store, "--boot", "20", "--no-save"]) == 0
+    out = capsys.readouterr().out
+    assert "0 verdicts" in out and "verdicts skipped" in out
+    assert "no knob verdicts: the sweep has no single baseline variant" in out
+    assert "every knob is decided" not in out

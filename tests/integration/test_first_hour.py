@@ -177,6 +177,13 @@ def test_the_first_hour_imports_fits_and_writes_back(
     assert (frame["source"] == f"mlflow:{uri}#grpo-loo").all()
     assert frame.loc["/ckpt/dapo-s3", "source_run_id"] == ids["dapo-s3"]
     assert frame.loc["/ckpt/dapo-s3", "status"] == "failed"
+    page = tmp_path / "report.html"
+    assert main(["report", "ml", "--db", url, "-o", str(page)]) == 0
+    assert "report:" in capsys.readouterr().out
+    failed_id = str(frame.loc["/ckpt/dapo-s3", "run_id"])
+    html = page.read_text()
+    row = html[html.index(failed_id) : html.index(failed_id) + 300]
+    assert "failed" in row  # the report's run table lists it, failed
 
     # Export: the numbers land on each source run in the real MLflow store.
     assert main(["export", "ml", "--db", url, "--boot", "100", "--to", "mlflow"]) == 0

@@ -190,3 +190,30 @@ def test_fit_without_a_baseline_says_there_are_no_verdicts(
     assert "0 verdicts" in out and "verdicts skipped" in out
     assert "no knob verdicts: the sweep has no single baseline variant" in out
     assert "every knob is decided" not in out
+
+
+def test_a_wandb_panel_export_infers_from_params_in_its_run_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A W&B panel CSV carries no config: --run-regex reads the params from the run names, and the
+    knob is inferred from them as from MLflow's or W&B's own params."""
+    names = [f"{loss}_kl{kl}_s{seed}" for loss, kl in (("cispo", "0.001"), ("dapo", "0.001"), ("cispo", "0"))
+             for seed in range(2)]  # fmt: skip
+    header = ["Step"] + [
+        col for n in names for col in (f"{n} - val/acc", f"{n} - val/acc__MIN", f"{n} - val/acc__MAX")
+    ]
+    lines = [",".join(f'"{h}"' for h in header)]
+    for step in range(1, 21):
+        cells = [str(step)]
+        for _ in names:
+            cells += [f"{0.6 / (1 + (5 / step) ** 3):.4f}"] * 3
+        lines.append(",".join(cells))
+    export = tmp_path / "wandb_export.csv"
+    export.write_text("\n".join(lines) + "\n")
+    regex = r"(?P<loss_type>[a-z]+)_kl(?P<kl_coef>[\d.]+)_s(?P<seed>\d+)"
+    argv = ["import", str(export), "--sweep", "w", "--baseline-run", "cispo_kl0.001_*", "--seed-from", "seed"]
+    assert main([*argv, "--run-regex", regex, "--dry-run", "--json", "--db", str(tmp_path / "s.db")]) == 0
+    rows = {r["run"]: (r["variant"], r["seed"]) for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert rows["dapo_kl0.001_s1"] == ("loss_type=dapo", 1)
+    assert rows["cispo_kl0_s0"] == ("kl_coef=0", 0)
+    assert rows["cispo_kl0.001_s1"] == ("baseline", 1)

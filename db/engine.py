@@ -55,6 +55,9 @@ def resolve_url(url: str | URL | None = None) -> URL:
             f"database URL must be a string, not {type(raw).__name__} {raw!r} "
             f"(fix: pass e.g. {DEFAULT_URL} or postgresql+psycopg://user@host:5432/db)"
         )
+    if isinstance(raw, str) and raw.strip() and "://" not in raw and ":" not in raw.split("/", 1)[0]:
+        # A path (`--db runs/scalerl.db`), as MLflow's and Optuna's users pass one: that SQLite file.
+        raw = "sqlite:///" + str(Path(raw).expanduser().resolve())
     try:
         parsed = make_url(raw) if isinstance(raw, str) else raw
     except (ArgumentError, ValueError) as err:  # ValueError: a non-numeric port

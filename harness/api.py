@@ -252,20 +252,17 @@ class Sweep:
 
     def _spec_in_store(self) -> dict[str, Any]:
         if self._stored_spec is None:
-            from scalerl.db import queries
+            from scalerl.harness.lookup import require_sweep
 
-            known = queries.sweeps(self.store())
-            match = known[known["name"] == self.name]
-            if match.empty:
-                names = [str(n) for n in known["name"]]
-                raise ConfigError(
-                    "no such sweep in the store",
-                    field="sweep",
-                    value=self.name,
-                    fix=f"use one of {names}, pass db=URL, or launch it first",
-                )
-            self._stored_spec = dict(match.iloc[0]["spec"] or {})
+            # An unknown name: NotFoundError (a ConfigError), listing the known ones.
+            self._stored_spec = require_sweep(self.store(), self.name, how="db=URL, or launch it first")
         return self._stored_spec
+
+    def _require_metric(self, metric: str) -> None:
+        """A metric no run logged fails naming this API's argument, not the CLI's flag."""
+        from scalerl.harness.lookup import require_metric
+
+        require_metric(self.store("readonly"), self.name, metric, how="metric=NAME")
 
     def _metric(self, metric: str | None) -> str:
         if metric:
@@ -526,7 +523,10 @@ class Sweep:
         last point of ``metric`` (default: the sweep's, as ``scalerl fit`` picks it): ``value``,
         its ``step``, its ``compute`` on ``axis`` and ``n_points`` (NaN / 0 for a run that logged
         none); the stored per-run fit of that metric and axis (``a``, ``b``, ``c_mid``,
-        ``fit_status``; NaN / None before ``scalerl fit`` or :meth:`fit`); then ``params.<key>``,
+        ``fit_status``; NaN / None before ``scalerl fit`` or :meth:`fit`); where an imported run
+        came from, ``source`` (``mlflow:<tracking URI>#<experiment>``, ``wandb:ENTITY/PROJECT/ID``,
+        ``wandb-offline:<run dir>``, ``file:<path>``; no password) and ``source_run_id`` (the
+        MLflow or W&B run id; None for a file, or a run the harness trained); then ``params.<key>``,
         one column per leaf of the run's config flattened to dotted keys (``params.optimizer.lr``,
         ``params.knobs.loss.choice``; an imported run's source params: ``params.lr``, and its tags
         ``tags.<key>``). ``frame.attrs`` holds the ``metric`` and ``axis``. Four reads, none per run."""
@@ -551,6 +551,9 @@ class Sweep:
         for col in ("value", "compute", "a", "b", "c_mid"):
             frame[col] = frame[col].astype("float64")
         configs = queries.run_configs(store, self.name)
+        links = [source_link(configs.get(str(rid)) or {}) for rid in frame["run_id"]]
+        frame["source"] = [link[0] for link in links]
+        frame["source_run_id"] = [link[1] for link in links]
         flat = [_run_params(configs.get(str(rid)) or {}) for rid in frame["run_id"]]
         keys = sorted({k for row in flat for k in row})
         if keys:
@@ -589,6 +592,7 @@ class Sweep:
         from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep, save_fits
 
         get_fitter(method)  # an unknown name fails before the store is read
+        self._require_metric(self._metric_axis(metric, axis)[0])
         req = FitRequest(
             metric=metric,
             axis=axis,
@@ -664,6 +668,7 @@ class Sweep:
         if bounds != "auto":
             check_bounds(bounds, field="bounds")  # before the store is read
         m, x = self._metric_axis(metric, axis)
+        self._require_metric(m)
         groups = load_groups(self.store("readonly"), self.name, m, x)
         clip = metric_bounds(m, groups, bounds, field="bounds")
         rows = forecast_rows(groups, where, level=level, reach=reach, siblings=siblings, bounds=clip.bounds)
@@ -700,6 +705,7 @@ class Sweep:
         from scalerl.db.engine import resolve_url
         from scalerl.harness.report.build import load_report_data
 
+        self._require_metric(self._metric(metric))
         return load_report_data(
             self.store("readonly"),
             self.name,
@@ -758,6 +764,24 @@ class Sweep:
             ),
             "verdicts": f.verdict_table_figure(data.verdicts),
         }
+
+
+def source_link(config: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(where a stored run came from, its id there) from its config's ``source``
+    (:attr:`scalerl.harness.importers.base.ImportedCurve.link`); (None, None) for a run the
+    harness trained or one imported before links were kept."""
+    link = config.get("source")
+    if not isinstance(link, Mapping):
+        return None, None
+    tracker, run_id = link.get("tracker"), link.get("run_id")
+    where = {
+        "mlflow": lambda: f"mlflow:{link.get('tracking_uri')}#{link.get('experiment')}",
+        "wandb": lambda: f"wandb:{link.get('path')}",
+        "wandb-offline": lambda: f"wandb-offline:{link.get('run_dir')}",
+        "file": lambda: f"file:{link.get('file')}",
+        "tensorboard": lambda: f"tensorboard:{link.get('dir')}",
+    }.get(str(tracker))
+    return (None if where is None else where()), (None if run_id is None else str(run_id))
 
 
 def _run_params(config: Mapping[str, Any]) -> dict[str, Any]:

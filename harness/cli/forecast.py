@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "curves (bench/forecast.py; see bench/README.md, 'Forecasts'). Metric and axis default to "
         "the sweep's fit section, like `scalerl fit`.",
     )
-    p.add_argument("sweep", metavar="SWEEP")
+    p.add_argument("sweep", metavar="SWEEP", nargs="?", help="sweep name (default: $SCALERL_SWEEP)")
     p.add_argument(
         "--at",
         type=positive_float,
@@ -125,20 +125,16 @@ def _forecast(args: argparse.Namespace) -> int:
     from scalerl.harness.analysis.forecast.service import forecast_rows, metric_bounds
     from scalerl.harness.analysis.groups import load_groups
     from scalerl.harness.analysis.verdicts.service import FitRequest, resolve_request
-    from scalerl.harness.errors import AnalysisError
+    from scalerl.harness.lookup import require_metric, require_sweep
 
     # --at, --reach and --level were checked by their argparse types (finite, in range); the
     # level must also lie in the calibrated range, before the store is touched.
     DEFAULT_CALIBRATION.quantile(args.level)
     store = db.open_store(args.db, readonly=True)  # a forecast never writes, nor creates a store
     try:
-        sweeps = db.queries.sweeps(store)
-        match = sweeps[sweeps["name"] == args.sweep]
-        if match.empty:
-            known = ", ".join(sweeps["name"].astype(str).tolist()[:10]) or "none"
-            raise AnalysisError(f"sweep {args.sweep!r} is not in the store (fix: use one of: {known})")
-        spec = match.iloc[0]["spec"] or {}
+        spec = require_sweep(store, args.sweep)
         metric, axis, _, _ = resolve_request(FitRequest(metric=args.metric, axis=args.axis), spec)
+        require_metric(store, args.sweep, metric)
         groups = load_groups(store, args.sweep, metric, axis)
     finally:
         store.close()

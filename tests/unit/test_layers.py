@@ -41,6 +41,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "scalerl.harness.optuna",
             "scalerl.harness.client",
             "scalerl.harness.client_trl",
+            "scalerl.harness.lookup",
+            "scalerl.harness.export",
         ),
     ),
     ("api", ("scalerl.harness.api",)),

@@ -310,14 +310,11 @@ def pool_pairs(base: Sequence[Sequence[float]], others: Sequence[Sequence[float]
 
 
 def bh(pvalues: Sequence[float], q: float) -> list[bool]:
-    """Benjamini-Hochberg step-up at false-discovery rate ``q``: which p-values are rejected."""
-    p = np.asarray(pvalues, dtype=np.float64)
-    m = p.size
-    if not m:
+    """Benjamini-Hochberg step-up at false-discovery rate ``q``: which p-values are rejected
+    (scipy's BH-adjusted p-values at or below ``q``). A p-value that is not a number counts as
+    1: never rejected, and still one of the m tests."""
+    p = np.nan_to_num(np.asarray(pvalues, dtype=np.float64), nan=1.0, posinf=1.0, neginf=0.0)
+    if not p.size:
         return []
-    order = np.argsort(p, kind="stable")
-    passed = p[order] <= q * np.arange(1, m + 1) / m
-    k = int(np.nonzero(passed)[0].max()) + 1 if passed.any() else 0
-    out = np.zeros(m, dtype=bool)
-    out[order[:k]] = True
-    return [bool(x) for x in out]
+    adjusted = stats.false_discovery_control(np.clip(p, 0.0, 1.0), method="bh")
+    return [bool(x) for x in adjusted <= q]

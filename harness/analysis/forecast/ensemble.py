@@ -56,10 +56,6 @@ from scalerl.harness.analysis.noise.point import noise_scale
 from scalerl.harness.errors import ConfigError
 
 MEMBERS = ("sigmoid", "flat", "power")
-# Where the sigmoid member's R0 comes from: "first", the curve's first point (an explicit ``r0``
-# where given), held fixed; "fit", fitted with A, B and C_mid, starting from that value.
-R0Source = Literal["first", "fit"]
-R0_SOURCES: tuple[R0Source, ...] = ("first", "fit")
 ForecastStatus = Literal["ok", "too-few-points", "flat"]
 _ERR_FLOOR = 1e-3  # validation errors below a tenth of a point are noise, not skill
 # Every third B of the power law's own grid (80 values, 11% apart): the member's forecast barely
@@ -81,7 +77,6 @@ class EnsembleSettings:
     temperature: float = 0.1
     members: tuple[str, ...] = MEMBERS
     flat_points: int = 3
-    r0: R0Source = "first"
 
     def __post_init__(self) -> None:
         if not self.origins or not all(0.0 < o < 1.0 for o in self.origins):
@@ -97,8 +92,6 @@ class EnsembleSettings:
             raise ConfigError("must be > 0", field="temperature", value=self.temperature, fix="use 0.1")
         if self.flat_points < 1:
             raise ConfigError("must be >= 1", field="flat_points", value=self.flat_points, fix="use 3")
-        if self.r0 not in R0_SOURCES:
-            raise ConfigError("unknown R0 source", field="r0", value=self.r0, fix=f"use one of {R0_SOURCES}")
 
 
 # Chosen by bench/forecast.py on all sources (see its "calibration shipped" line).
@@ -264,12 +257,7 @@ def member_forecasts(
     settings: EnsembleSettings,
 ) -> list[FloatArray]:
     """(3, len(at)) member forecasts for every curve; NaN rows where a member cannot forecast."""
-    fits = fit_sigmoid_many(
-        list(curves),
-        r0=list(r0),
-        sigma=None if sigma is None else list(sigma),
-        options=FitOptions(fit_r0=settings.r0 == "fit"),
-    )
+    fits = fit_sigmoid_many(list(curves), r0=list(r0), sigma=None if sigma is None else list(sigma))
     out = []
     for (x, y), at, fit in zip(curves, ats, fits, strict=True):
         m = np.full((3, at.size), np.nan)

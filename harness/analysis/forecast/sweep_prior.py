@@ -10,9 +10,11 @@ give a prior over ``theta = (A, log B, log C_mid)``:
 - centre: the siblings' median;
 - scale: how much the siblings differ from each other, as the prior for one more run of their
   population: ``sqrt(kappa^2 tau^2 (1 + 1/n) + floor^2)`` per parameter, ``tau`` the siblings'
-  robust sd (1.4826 x MAD), ``n`` their number (the centre's own uncertainty), ``kappa`` (1: the
+  standard deviation, ``n`` their number (the centre's own uncertainty), ``kappa`` (1: the
   empirical-Bayes spread) and the floors :class:`SweepSettings`. Siblings that differ (four model
-  sizes, ceilings 0.3 to 0.75) give a prior too wide to move a run.
+  sizes, ceilings 0.3 to 0.75) give a prior too wide to move a run. (Before issue 37 the scale
+  was half the siblings' median absolute deviation: 0 for A whenever two of three siblings agree,
+  floors aside, so one run unlike them was pulled to their ceiling.)
 
 **The check before borrowing** (:func:`borrowing`): over the later half of the run's own points,
 how far they lie from the median of the siblings' fitted curves, in units of how far each
@@ -23,12 +25,14 @@ borrowed: the forecast is the single-curve one exactly, and says why. The check 
 where the run has data, not parameters: a run above its siblings by 0.05 is told apart long
 before its own points pin a ceiling that differs, while A, B and C_mid can trade off.
 
-**The sweep member** replaces the sigmoid member of the single-curve ensemble (:mod:`.ensemble`):
-the run's sigmoid, fitted with the prior as a Gaussian penalty (the maximum a posteriori fit of
+**The sweep member** joins the single-curve ensemble (:mod:`.ensemble`) as a fourth member: the
+run's sigmoid fitted with the prior as a Gaussian penalty (the maximum a posteriori fit of
 ``(y - R(C; theta)) / s``, ``s`` the noise scale of
 :func:`scalerl.harness.analysis.noise.point.noise_scale`, R0 the first point). Early on the prior
-decides what the run's points cannot pin; once the run has bent, its own points outweigh it.
-(``keep_free_sigmoid`` keeps both, the ensemble before issue 37.)
+decides what the run's points cannot pin; once the run has bent, its own points outweigh it. The
+run's free sigmoid stays a member, so its own validation can prefer it where the prior misleads
+(``replace_sigmoid=True`` drops it: on simulated sweeps that let noisy same-stage siblings drag
+a run 1.3x; bench/README.md).
 
 **Member weights** (``exp(-(err / best - 1) / temperature)`` of each member's validation error,
 as in :mod:`.ensemble`): inside the curve (rolling origins) and, where at least 2 siblings ran
@@ -90,6 +94,8 @@ MAX_VALIDATING = 16
 Method = Literal["sweep", "single"]
 Validation = Literal["check", "siblings"]
 VALIDATIONS: tuple[Validation, ...] = ("check", "siblings")
+Spread = Literal["sd", "mad"]
+SPREADS: tuple[Spread, ...] = ("sd", "mad")
 Curve = tuple[ArrayLike, ArrayLike]
 
 
@@ -103,10 +109,12 @@ class SweepSettings:
     at all. ``conflict_level``: the run does not borrow when :func:`borrowing`'s ``|z|`` exceeds
     the two-sided normal quantile at this level (1.0: never refuse). ``validation``: how members
     are weighted where siblings ran past the run (``check`` or ``siblings``).
-    ``keep_free_sigmoid``: keep the run's free sigmoid beside the sweep member (the ensemble
-    before issue 37; default: the sweep member replaces it).
+    ``replace_sigmoid``: the sweep member stands in for the run's free sigmoid (default: both
+    are members). ``spread``: the siblings' spread ``tau`` is their standard deviation (``sd``)
+    or, as before issue 37, 1.4826 x their median absolute deviation without the centre's own
+    uncertainty (``mad``).
 
-    The defaults (kappa 1, level 0.99, ``check``, the free sigmoid replaced) are chosen by
+    The defaults (kappa 1, level 0.99, ``check``, both sigmoids, ``sd``) are chosen by
     ``python -m bench.forecast_targets`` leave-one-source-out (bench/README.md, "Forecasts a lab
     can bet on")."""
 
@@ -115,7 +123,8 @@ class SweepSettings:
     min_siblings: int = 2
     conflict_level: float = 0.99
     validation: Validation = "check"
-    keep_free_sigmoid: bool = False
+    replace_sigmoid: bool = False
+    spread: Spread = "sd"
 
     def __post_init__(self) -> None:
         if not self.kappa > 0 or any(not f > 0 for f in self.floors):
@@ -134,6 +143,8 @@ class SweepSettings:
                 value=self.conflict_level,
                 fix="use 0.99 (1.0 never refuses the siblings)",
             )
+        if self.spread not in SPREADS:
+            raise ConfigError("unknown spread", field="spread", value=self.spread, fix=f"use one of {SPREADS}")
         if self.validation not in VALIDATIONS:
             raise ConfigError(
                 "unknown validation",
@@ -223,9 +234,14 @@ def _prior(
         return None
     n = int(theta.shape[0])
     centre = np.median(theta, axis=0)
-    tau = 1.4826 * np.median(np.abs(theta - centre), axis=0)  # between-run spread, robust
-    # A new run's parameters: the population's spread plus the uncertainty of its centre.
-    scale = np.sqrt((settings.kappa * tau) ** 2 * (1.0 + 1.0 / n) + np.asarray(settings.floors) ** 2)
+    if settings.spread == "sd":
+        # The between-run spread; a new run's parameters: that spread plus the uncertainty of
+        # the centre. (A median absolute deviation of 2-5 values is 0 whenever two agree.)
+        tau = np.std(theta, axis=0, ddof=1) if n > 1 else np.zeros(3)
+        var = (settings.kappa * tau) ** 2 * (1.0 + 1.0 / n)
+    else:  # the prior before issue 37: kappa x the robust sd, nothing for the centre
+        var = (settings.kappa * 1.4826 * np.median(np.abs(theta - centre), axis=0)) ** 2
+    scale = np.sqrt(var + np.asarray(settings.floors) ** 2)
     r0 = np.zeros(0) if r0s is None else np.asarray(r0s, dtype=np.float64)
     return Prior(centre, scale, n, theta, members, settings, r0)
 
@@ -365,7 +381,10 @@ def borrowing(
     f = prior.curves(xl)
     d = float(np.mean(yl - np.median(f, axis=0)))
     d_sib = np.array([np.mean(f[j] - np.median(np.delete(f, j, axis=0), axis=0)) for j in range(prior.n)])
-    tau = 1.4826 * float(np.median(np.abs(d_sib)))
+    if settings.spread == "sd":
+        tau = float(np.sqrt(np.mean(d_sib**2)))
+    else:
+        tau = 1.4826 * float(np.median(np.abs(d_sib)))
     z = d / math.sqrt(tau**2 + noise_scale(y) ** 2 / xl.size + LEVEL_FLOOR**2)
     return Borrowing(z, limit)
 
@@ -486,8 +505,8 @@ def _forecasts_with_prior(
             continue
         member = _sweep_member(x, y, pf.at, float(y[0]), prior)
         allowed_i = allowed.copy()
-        if not (prior.settings or DEFAULT_SWEEP).keep_free_sigmoid:
-            allowed_i[0] = False  # the sweep member is the run's sigmoid, fitted with the prior
+        if (prior.settings or DEFAULT_SWEEP).replace_sigmoid:
+            allowed_i[0] = False  # the sweep member stands in for the run's free sigmoid
         m = np.vstack([pf.members, member[None, :]])
         m[~np.isfinite(m).all(axis=1)] = np.nan
         mine = by_curve.get(i, [])

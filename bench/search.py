@@ -26,7 +26,7 @@ Pruners: none (``NopPruner``), ``MedianPruner()`` (defaults: 5 startup trials, n
 ``MedianPruner`` with the forecast pruner's warm-up (1 startup trial, ``n_warmup_steps`` = the step
 of the pool's 5th point), ``HyperbandPruner(max_resource=T)`` (else defaults; every study has a
 fixed name, since Hyperband assigns trials to brackets by hashing it), and
-``ForecastPruner(target=T)`` at its defaults (upper edge < the best reference's lower edge,
+``BoundPruner(target=T)`` at its defaults (upper edge < the best reference's lower edge,
 level 0.9, 8 points, 2x past the inflection, 1 completed trial) and at its faster preset
 (level 0.8, 5 points: the --loso grid's pick), both with ``interval_steps`` = max(1, points per
 curve // 50) so a 500-point curve is re-forecast every 10 reports (the only per-pool setting).
@@ -48,7 +48,7 @@ rule runs unchanged), so the whole grid takes about a minute on 2 cores with ``-
 until 2026-11-26 used the library's, fitted on all four sources): for each held-out source the
 single-curve and sweep interval calibrations are fitted on the other three sources' curves
 (:func:`loso_calibrations`, the fits of ``bench/forecast_sweep.py``), and every forecast pruner
-scored on that source, or trained without it, uses them. It scores ``ForecastPruner(rule="beat")``
+scored on that source, or trained without it, uses them. It scores ``BeatPruner``
 (prune when P(beat the best COMPLETE trial's observed value, less ``margin_noise`` x the sweep's
 noise) < ``p``; sweep forecasts from the other trials) on the grid ``p`` 0.02 / 0.05 / 0.1 / 0.2 x
 ``margin_noise`` 0 / 1 / 2 with ``min_points`` 5 (until 2026-11-26 09:50 UTC: ``min_points`` 5 / 8
@@ -124,7 +124,6 @@ from forecast import SHORT, SOURCES, RealCurve, load_real
 
 import scalerl.harness.analysis.forecaster as forecaster_module
 import scalerl.harness.analysis.hierarchical as hierarchical_module
-import scalerl.harness.optuna.pruner as pruner_module
 from scalerl.harness.analysis.calibration import fit_calibration
 from scalerl.harness.analysis.curve import SigmoidFit, sigmoid_curve
 from scalerl.harness.analysis.fitters import fit_sigmoid_many
@@ -140,16 +139,20 @@ from scalerl.harness.analysis.hierarchical import (
     SWEEP_CALIBRATION,
     SWEEP_MEMBERS,
     Prior,
-    SweepSettings,
     point_forecast_with_prior,
     sweep_priors,
 )
-from scalerl.harness.optuna import ForecastPruner
-from scalerl.harness.optuna.pruner import late_noise
+from scalerl.harness.optuna import (
+    DEFAULT_FORECASTER,
+    BeatPruner,
+    BoundPruner,
+    Forecaster,
+    late_noise,
+)
 
 FINAL_POINTS = 3
 BUDGET_SHARES = (0.25, 0.5)
-MIN_POINTS = 5  # ForecastPruner's default warm-up, mirrored by the matched MedianPruner
+MIN_POINTS = 5  # the faster preset's warm-up, mirrored by the matched MedianPruner
 
 
 @dataclass(frozen=True)
@@ -223,10 +226,10 @@ PRUNERS: dict[str, PrunerFactory] = {
         n_startup_trials=1, n_warmup_steps=_warmup_step(p)
     ),
     "Hyperband": lambda p: optuna.pruners.HyperbandPruner(max_resource=p.target),
-    "Forecast (defaults: 0.9, 8 pt)": lambda p: ForecastPruner(
+    "Forecast (defaults: 0.9, 8 pt)": lambda p: BoundPruner(
         float(p.target), interval_steps=max(1, p.points // 50)
     ),
-    "Forecast (faster preset: 0.8, 5 pt)": lambda p: ForecastPruner(
+    "Forecast (faster preset: 0.8, 5 pt)": lambda p: BoundPruner(
         float(p.target), interval_steps=max(1, p.points // 50), level=0.8, min_points=5
     ),
 }
@@ -392,9 +395,9 @@ class Setting:
     def label(self) -> str:
         return f"{self.edge}<{self.reference} {self.level:g} x{self.margin:g} {self.min_points}pt"
 
-    def factory(self) -> PrunerFactory:
+    def factory(self, forecaster: Forecaster = DEFAULT_FORECASTER) -> PrunerFactory:
         def make(p: Pool) -> optuna.pruners.BasePruner:
-            return ForecastPruner(
+            return BoundPruner(
                 float(p.target),
                 interval_steps=max(1, p.points // 50),
                 level=self.level,
@@ -403,7 +406,7 @@ class Setting:
                 edge="value" if self.edge == "value" else "hi",
                 reference="value" if self.reference == "value" else "lo",
                 calibration=self.cal.single,
-                sweep_calibration=self.cal.sweep,
+                forecaster=forecaster,
             )
 
         return make
@@ -427,11 +430,10 @@ class BeatSetting:
         tail = (f" peers{self.peers}" if self.peers else "") + (" fin" if self.finished else "")
         return f"beat p<{self.p:g} x{self.margin:g} {self.min_points}pt -{self.margin_noise:g}sd{tail}"
 
-    def factory(self) -> PrunerFactory:
+    def factory(self, forecaster: Forecaster = DEFAULT_FORECASTER) -> PrunerFactory:
         def make(pool: Pool) -> optuna.pruners.BasePruner:
-            return ForecastPruner(
+            return BeatPruner(
                 float(pool.target),
-                rule="beat",
                 min_probability=self.p,
                 interval_steps=max(1, pool.points // BEAT_REPORTS),
                 inflection_margin=self.margin,
@@ -441,6 +443,7 @@ class BeatSetting:
                 calibration=self.cal.single,
                 sweep_calibration=self.cal.sweep,
                 finished_calibration=self.cal.finished if self.finished else None,
+                forecaster=forecaster,
             )
 
         return make
@@ -450,14 +453,14 @@ GRID = tuple(
     Setting(e, r, lv, m, n)
     for (e, r), lv, m, n in itertools.product(GRID_RULES, GRID_LEVELS, GRID_MARGINS, GRID_POINTS)
 )
-OLD_DEFAULTS = Setting("hi", "lo", 0.9, 2.0, 8)  # ForecastPruner's defaults (kept after --loso)
+OLD_DEFAULTS = Setting("hi", "lo", 0.9, 2.0, 8)  # BoundPruner's defaults (kept after --loso)
 
 
 GUARD_STEPS = np.arange(5, 205, 5)  # tests/unit/optuna/test_forecast_pruner.py's synthetic case
 GUARD_SEEDS = ((1, 3), (5, 6), (7, 8), (9, 10))
 
 
-def passes_guard(setting: Setting | BeatSetting) -> bool:
+def passes_guard(setting: Setting | BeatSetting, forecaster: Forecaster = DEFAULT_FORECASTER) -> bool:
     """The unit tests' synthetic guard: sigmoids (R0 0.1, B 2, C_mid 40, noise sd 0.005, reports
     every 5 steps to T = 200) with ceilings 0.8, 0.4, 0.81, 0.6, in that order: the 0.81 trial
     must complete (not be pruned against the 0.80 one) for each of 4 noise-seed pairs. A setting
@@ -470,7 +473,7 @@ def passes_guard(setting: Setting | BeatSetting) -> bool:
 
     pool = Pool("guard", "synthetic", 200, (Curve("guard", GUARD_STEPS, GUARD_STEPS * 0.0),))
     for s1, s3 in GUARD_SEEDS:
-        study = optuna.create_study(direction="maximize", pruner=setting.factory()(pool))
+        study = optuna.create_study(direction="maximize", pruner=setting.factory(forecaster)(pool))
         for a, seed in ((0.8, s1), (0.4, 2), (0.81, s3), (0.6, 4)):
             y = curve(a, seed)
             trial = study.ask()
@@ -487,15 +490,16 @@ def passes_guard(setting: Setting | BeatSetting) -> bool:
 
 
 class _Memo:
-    """Point forecasts and sigmoid fits memoised by curve prefix (and, for the sweep forecast, the
-    siblings' prefixes), shared by every pruner instance in this process: the pruner's rule runs
-    unchanged, but a state is forecast once, not once per grid setting, seed and calibration
-    (a point forecast depends on neither ``level`` nor the calibration: the pruner attaches
-    those). Every function fits each curve on its own, so batching changes nothing."""
+    """A :class:`~scalerl.harness.optuna.Forecaster` that memoises the library's forecasts by curve
+    prefix (and, for the sweep forecast, the siblings' prefixes), shared by every pruner that is
+    given it in this process: the pruner's rule runs unchanged, but a state is forecast once, not
+    once per grid setting, seed and calibration (a point forecast depends on neither ``level`` nor
+    the calibration: the pruner attaches those). Every function fits each curve on its own, so
+    batching changes nothing."""
 
     def __init__(self) -> None:
         self.points: dict[tuple[bytes, ...], PointForecast] = {}
-        self.sweep: dict[tuple[bytes, ...], PointForecast] = {}
+        self.sweeps: dict[tuple[bytes, ...], PointForecast | None] = {}
         self.priors: dict[tuple[bytes, ...], Prior | None] = {}
         self.fits: dict[tuple[bytes, bytes, float], SigmoidFit] = {}
 
@@ -503,7 +507,10 @@ class _Memo:
     def _key(x: object, y: object) -> tuple[bytes, bytes]:
         return np.asarray(x, dtype=np.float64).tobytes(), np.asarray(y, dtype=np.float64).tobytes()
 
-    def point_forecast_many(
+    def _set_key(self, curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[bytes, ...]:
+        return tuple(b for x, y in curves for b in self._key(x, y))
+
+    def single(
         self, curves: Sequence[tuple[np.ndarray, np.ndarray]], at: Sequence[np.ndarray]
     ) -> list[PointForecast]:
         keys = [
@@ -517,37 +524,39 @@ class _Memo:
                 self.points[keys[i]] = pf
         return [self.points[k] for k in keys]
 
-    def _set_key(self, curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[bytes, ...]:
-        return tuple(b for x, y in curves for b in self._key(x, y))
-
-    def sweep_priors(
-        self, sets: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]], settings: SweepSettings = DEFAULT_SWEEP
-    ) -> list[Prior | None]:
-        assert settings == DEFAULT_SWEEP  # the key leaves the settings out
-        out = []
-        for sibs in sets:
-            k = self._set_key(sibs)
-            if k not in self.priors:
-                self.priors[k] = sweep_priors([sibs])[0]
-            out.append(self.priors[k])
-        return out
-
-    def point_forecast_with_prior(
+    def sweep(
         self,
         curves: Sequence[tuple[np.ndarray, np.ndarray]],
         at: Sequence[np.ndarray],
-        priors: Sequence[Prior | None],
-        *,
         siblings: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]],
-    ) -> list[PointForecast]:
+    ) -> list[PointForecast | None]:
         out = []
-        for c, a, pr, sibs in zip(curves, at, priors, siblings, strict=True):
-            # The prior is a function of the siblings (sweep_priors above), so they key it.
-            k = (*self._key(*c), np.asarray(a, dtype=np.float64).tobytes(), *self._set_key(sibs))
-            if k not in self.sweep:
-                self.sweep[k] = point_forecast_with_prior([c], [a], [pr], siblings=[sibs])[0]
-            out.append(self.sweep[k])
+        for c, a, sibs in zip(curves, at, siblings, strict=True):
+            # The prior is a function of the siblings, so they key it (and the forecast).
+            sk = self._set_key(sibs)
+            if sk not in self.priors:
+                self.priors[sk] = sweep_priors([sibs], DEFAULT_SWEEP)[0]
+            prior = self.priors[sk]
+            k = (*self._key(*c), np.asarray(a, dtype=np.float64).tobytes(), *sk)
+            if k not in self.sweeps:
+                self.sweeps[k] = (
+                    None
+                    if prior is None
+                    else point_forecast_with_prior([c], [a], [prior], siblings=[sibs])[0]
+                )
+            out.append(self.sweeps[k])
         return out
+
+    def sigmoid(
+        self, curves: Sequence[tuple[np.ndarray, np.ndarray]], r0: Sequence[float]
+    ) -> list[SigmoidFit]:
+        keys = [(*self._key(x, y), float(r)) for (x, y), r in zip(curves, r0, strict=True)]
+        todo = [i for i, k in enumerate(keys) if k not in self.fits]
+        if todo:
+            made = fit_sigmoid_many([curves[i] for i in todo], r0=[r0[i] for i in todo])
+            for i, fit in zip(todo, made, strict=True):
+                self.fits[keys[i]] = fit
+        return [self.fits[k] for k in keys]
 
     def fit_sigmoid_many(
         self,
@@ -558,24 +567,12 @@ class _Memo:
     ) -> list[SigmoidFit]:
         if sigma is not None:
             return fit_sigmoid_many(list(curves), r0=list(r0), sigma=list(sigma))
-        keys = [(*self._key(x, y), float(r)) for (x, y), r in zip(curves, r0, strict=True)]
-        todo = [i for i, k in enumerate(keys) if k not in self.fits]
-        if todo:
-            made = fit_sigmoid_many([curves[i] for i in todo], r0=[r0[i] for i in todo])
-            for i, fit in zip(todo, made, strict=True):
-                self.fits[keys[i]] = fit
-        return [self.fits[k] for k in keys]
+        return self.sigmoid(curves, r0)
 
 
-_PATCHED = (
-    (pruner_module, "point_forecast_many"),
-    (pruner_module, "point_forecast_with_prior"),
-    (pruner_module, "sweep_priors"),
-    (pruner_module, "fit_sigmoid_many"),
-    # The sweep forecast's own sibling and validation fits (every curve on its own: same result).
-    (hierarchical_module, "fit_sigmoid_many"),
-    (forecaster_module, "fit_sigmoid_many"),
-)
+# The sweep forecast's own sibling and validation fits (every curve on its own: same result), until
+# the library's forecasts take a fitter.
+_PATCHED = ((hierarchical_module, "fit_sigmoid_many"), (forecaster_module, "fit_sigmoid_many"))
 
 
 @contextmanager
@@ -583,7 +580,7 @@ def memoised() -> Iterator[_Memo]:
     memo = _Memo()
     saved = [getattr(mod, name) for mod, name in _PATCHED]
     for mod, name in _PATCHED:
-        setattr(mod, name, getattr(memo, name))
+        setattr(mod, name, memo.fit_sigmoid_many)
     try:
         yield memo
     finally:
@@ -599,9 +596,9 @@ def _pool_runs(job: tuple[Pool, Sequence[Task]]) -> list[Run]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     pool, tasks = job
-    with memoised():
+    with memoised() as memo:
         return [
-            run_study(pool, sampler, seed, name, None if s is None else s.factory())
+            run_study(pool, sampler, seed, name, None if s is None else s.factory(memo))
             for sampler, seed, name, s in tasks
         ]
 
@@ -714,8 +711,8 @@ def loso(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
             if src == source
         }
 
-    with memoised():
-        guarded = {src: {g for g in GRID if passes_guard(replace(g, cal=cals[src]))} for src in folds}
+    with memoised() as memo:
+        guarded = {src: {g for g in GRID if passes_guard(replace(g, cal=cals[src]), memo)} for src in folds}
     variants = {"LOSO": {src: set(GRID) for src in folds}, "LOSO + guard": guarded}
     chosen = {
         (v, src): choose({g: sc for g, sc in scores_without(src).items() if g in allowed[src]})
@@ -920,8 +917,8 @@ def beat(
     else:
         comparison, previous = "margin 0", lambda g: g.margin_noise == 0
 
-    with memoised():
-        guarded = [g for g in grid if passes_guard(g)]
+    with memoised() as memo:
+        guarded = [g for g in grid if passes_guard(g, memo)]
     # Selection: every pool with the grid under each calibration that treats it as training data.
     t1 = time.perf_counter()
     jobs = []
@@ -1240,7 +1237,7 @@ RELIABILITY_BINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 def _reliability_pool(job: tuple[Pool, Calibrations, int]) -> list[tuple[bool, int, float, bool]]:
     """For every curve of the pool and every prefix the beat rule would decide on (its default
-    warm-up, ``interval_steps`` as in the bench): P(beat) from ``ForecastPruner.probability``
+    warm-up, ``interval_steps`` as in the bench): P(beat) from ``BeatPruner.probability``
     with every other curve COMPLETE (finished siblings; incumbent = their best final), and
     whether the curve's final did beat it; with ``peers`` > 0 the probability is the peer rule's
     (every other curve a peer). Rows: (is the pool's best, curve, P, beat)."""
@@ -1251,10 +1248,10 @@ def _reliability_pool(job: tuple[Pool, Calibrations, int]) -> list[tuple[bool, i
     top = int(np.argmax(finals))
     g = BeatSetting(0.1, 5, cal=cal, peers=peers)
     rows = []
-    with memoised():
+    with memoised() as memo:
         for i, c in enumerate(pool.curves):
-            pruner = g.factory()(pool)
-            assert isinstance(pruner, ForecastPruner)
+            pruner = g.factory(memo)(pool)
+            assert isinstance(pruner, BeatPruner)
             study = optuna.create_study(direction="maximize", study_name=f"{pool.name}/{i}")
             for j, o in enumerate(pool.curves):
                 if j != i:

@@ -51,7 +51,7 @@ shared calibration as until now; then the count of horizon-bucket cells in 85-95
 setting for every variant. The "fitted on all four sources" lines are the nested procedure run
 on all four (the library ships the single-curve one and the finished-by-the-rule one).
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/forecast_sweep.py [--paper-cache FILE]``.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m bench.forecast_sweep [--paper-cache FILE]``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,6 @@ import argparse
 import math
 import os
 import platform
-import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -70,9 +69,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from forecast import REAL, SHORT, SOURCES, RealCurve, load_real
-
+from bench.data import SHORT, SOURCES, RealCurve, first_file_of_runs, load_real
 from scalerl.harness.analysis.calibration import (
     CHECK_LEVELS,
     HORIZON_EDGES,
@@ -93,7 +90,6 @@ from scalerl.harness.analysis.hierarchical import (
     siblings_finished,
     sweep_priors,
 )
-from scalerl.harness.importers import read_curves
 
 CUTS = (0.25, 0.5, 0.75)
 CAL_CUTS = (1 / 30, 0.1, 0.25, 0.5, 0.75)
@@ -121,10 +117,7 @@ MIN_TRAIN = 5
 
 def sweeps_of(curves: Sequence[RealCurve]) -> list[str]:
     """The sweep (sibling group) of every curve; see the module docstring."""
-    first_file: dict[str, str] = {}
-    for f in sorted((REAL / SOURCES[0]).glob("*.csv")):
-        for c in read_curves(f):
-            first_file.setdefault(c.run, f.stem)
+    first_file = first_file_of_runs()
     out = []
     for c in curves:
         if c.source == SOURCES[0]:

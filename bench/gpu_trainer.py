@@ -8,9 +8,9 @@ and the update (``train_step``: log-prob recomputation, loss, backward, AdamW), 
 generated tokens/s, trained tokens/s and peak GPU memory. Random weights do not stop at EOS, so
 every rollout runs to ``--max-len``: the numbers are the worst case for that length.
 
-    python bench/gpu_trainer.py --shape 0.5b --backend hf --steps 3          # on a GPU
-    python bench/gpu_trainer.py --shape 0.5b --backend vllm --steps 3        # where vLLM installs
-    python bench/gpu_trainer.py --shape toy --steps 2 --prompts 2 --gens 2   # CPU smoke run
+    python -m bench.gpu_trainer --shape 0.5b --backend hf --steps 3          # on a GPU
+    python -m bench.gpu_trainer --shape 0.5b --backend vllm --steps 3        # where vLLM installs
+    python -m bench.gpu_trainer --shape toy --steps 2 --prompts 2 --gens 2   # CPU smoke run
 """
 
 from __future__ import annotations

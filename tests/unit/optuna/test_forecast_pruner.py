@@ -77,7 +77,7 @@ def test_worse_trial_pruned_best_kept() -> None:
 def test_inflection_margin_guards_a_close_call() -> None:
     # Deciding as soon as the fit puts C_mid inside the data (margin 1) prunes the 0.81 trial at
     # ~C_mid (the fit underestimates its ceiling with a narrow interval); the default margin
-    # waits and keeps it. bench/search.py's passes_guard rejects every setting that prunes it.
+    # waits and keeps it. bench/search/settings.py's passes_guard rejects every setting that prunes it.
     curves = [_curve(0.8, seed=1), _curve(0.4, seed=2), _curve(0.81, seed=3), _curve(0.6, seed=4)]
     eager = optuna.create_study(direction="maximize", pruner=BoundPruner(TARGET, inflection_margin=1.0))
     assert 0 < _replay(eager, curves)[2] <= 40

@@ -1,0 +1,52 @@
+"""Where a benchmark result came from: date, machine, command, commit; printed above every table."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def command() -> str:
+    """The command line that is running, as a user would type it (``python -m bench.x ...``)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = spec.name.removesuffix(".__main__") if spec is not None and spec.name else None
+    prog = f"-m {name}" if name else sys.argv[0]
+    env = f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} "
+    return env + " ".join(["python", prog, *sys.argv[1:]])
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    return f"{platform.platform()}, {cpu}, {os.cpu_count()} cores"
+
+
+def now() -> str:
+    return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def commit() -> str:
+    """The checkout's commit (with ``+dirty`` when the working tree differs); ``unknown`` outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def header() -> str:
+    """The three lines every benchmark prints first: date, machine, command."""
+    return f"date: {now()}\nmachine: {machine()}\ncommand: {command()}"

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 # The Chromium driver lives with the test fixtures (importable: bench runs from the repo root).
-from scalerl.harness.analysis.curve import sigmoid_curve
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
 from scalerl.harness.cli import main as scalerl
 from tests.fixtures.chromium import PageResult, load_page
 

@@ -1,5 +1,6 @@
 """A real search on the tiny testbed, side by side: no pruning, Optuna's MedianPruner and
-HyperbandPruner, and this project's ForecastPruner, with the same sampler, seed and trial budget.
+HyperbandPruner, and this project's forecast pruner (BoundPruner), with the same sampler, seed and
+trial budget.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.search_tiny [--trials 10] [--budget 150]
 

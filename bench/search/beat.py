@@ -14,7 +14,7 @@ among the settings of the previous grid (the comparison column: the first axis g
 values, held at its old value: inflection 2, no peers, the sweep calibration only, or no margin).
 "best pruned" = the share of runs that pruned the pool's best curve. ``--peers 0 3 4`` adds the
 ``peers`` axis (k: read P(beat) from the COMPLETE trials once k of them reached the trial's
-compute, :mod:`scalerl.harness.analysis.peers`); ``--finished 0 1`` the finished-sweep
+compute, :mod:`scalerl.harness.analysis.forecast.peers`); ``--finished 0 1`` the finished-sweep
 calibration (1: ``finished_calibration`` = the fold's).
 
 Run: ``OMP_NUM_THREADS=1 python -m bench.search.beat --jobs 2`` (~45 min on 2 cores); prints

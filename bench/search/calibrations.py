@@ -14,9 +14,10 @@ from concurrent.futures import ProcessPoolExecutor
 from bench.data import SOURCES, load_real
 from bench.forecast_sweep import CAL_CUTS, SHIPPED_KAPPA, SWEEP_GRID, cases, forecasts, loso_fit, sweeps_of
 from bench.search.settings import Calibrations
-from scalerl.harness.analysis.calibration import fit_calibration
-from scalerl.harness.analysis.forecaster import IntervalCalibration, PointForecast
-from scalerl.harness.analysis.hierarchical import SWEEP_MEMBERS
+from scalerl.harness.analysis.forecast.conformal import fit_calibration
+from scalerl.harness.analysis.forecast.ensemble import PointForecast
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
+from scalerl.harness.analysis.forecast.sweep_prior import SWEEP_MEMBERS
 
 
 def _forecasts(job: tuple[str, Sequence[object]]) -> list[PointForecast]:

@@ -13,12 +13,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
-import scalerl.harness.analysis.forecaster as forecaster_module
-import scalerl.harness.analysis.hierarchical as hierarchical_module
-from scalerl.harness.analysis.curve import SigmoidFit
-from scalerl.harness.analysis.fitters import fit_sigmoid_many
-from scalerl.harness.analysis.forecaster import PointForecast, point_forecast_many
-from scalerl.harness.analysis.hierarchical import (
+import scalerl.harness.analysis.forecast.ensemble as forecaster_module
+import scalerl.harness.analysis.forecast.sweep_prior as hierarchical_module
+from scalerl.harness.analysis.fit.curve import SigmoidFit
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many
+from scalerl.harness.analysis.forecast.sweep_prior import (
     DEFAULT_SWEEP,
     Prior,
     point_forecast_with_prior,

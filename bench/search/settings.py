@@ -20,9 +20,13 @@ import optuna
 from bench.search.memo import memoised
 from bench.search.pools import FINAL_POINTS, Curve, Pool
 from bench.search.replay import PrunerFactory, Run, run_study
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.forecaster import LINEAR_CALIBRATION, IntervalCalibration
-from scalerl.harness.analysis.hierarchical import FINISHED_SWEEP_CALIBRATION, SWEEP_CALIBRATION
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.forecast.calibrations import (
+    FINISHED_SWEEP_CALIBRATION,
+    LINEAR_CALIBRATION,
+    SWEEP_CALIBRATION,
+)
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
 from scalerl.harness.optuna import DEFAULT_FORECASTER, BeatPruner, BoundPruner, Forecaster
 
 BEAT_REPORTS = 50  # the beat rule re-forecasts every points // BEAT_REPORTS reports, as the bound rule

@@ -30,7 +30,7 @@ from bench.provenance import header
 from bench.search.pools import Pool, build_pools
 from bench.search.replay import PRUNERS, SAMPLERS, PrunerFactory, Run, run_study
 from bench.search.scoring import by_source_table
-from scalerl.harness.analysis.forecaster import point_forecast_many
+from scalerl.harness.analysis.forecast.ensemble import point_forecast_many
 from scalerl.harness.optuna import late_noise
 
 TIE_SDS = (1.0, 2.0)  # "not distinguishable": the best and runner-up finals within k noise sds

@@ -19,7 +19,7 @@ from scalerl.harness.optuna._beat import (
 )
 from scalerl.harness.optuna._bound import BoundPruner, TrialForecast
 from scalerl.harness.optuna._forecaster import DEFAULT_FORECASTER, EnsembleForecaster, Forecaster
-from scalerl.harness.optuna._rules import RULES, ForecastPruner, rule_class
+from scalerl.harness.optuna._rules import RULES, ForecastPruner, other_rules_options, rule_class, warn_ignored
 
 __all__ = [
     "DEFAULT_FORECASTER",
@@ -35,6 +35,8 @@ __all__ = [
     "beat_probability",
     "central_level",
     "late_noise",
+    "other_rules_options",
     "rule_class",
     "sweep_noise",
+    "warn_ignored",
 ]

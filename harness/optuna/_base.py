@@ -18,7 +18,8 @@ from optuna.pruners import BasePruner
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from scalerl.harness.analysis.forecaster import LINEAR_CALIBRATION, IntervalCalibration
+from scalerl.harness.analysis.forecast.calibrations import LINEAR_CALIBRATION
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.optuna._forecaster import DEFAULT_FORECASTER, Curve, Forecaster
 

@@ -12,14 +12,12 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from scalerl.harness.analysis.forecaster import (
-    LINEAR_CALIBRATION,
-    IntervalCalibration,
-    PointForecast,
-    noise_scale,
-)
-from scalerl.harness.analysis.hierarchical import SWEEP_CALIBRATION, siblings_finished
-from scalerl.harness.analysis.peers import exceed_probability, peer_forecast, smoothed_at
+from scalerl.harness.analysis.forecast.calibrations import LINEAR_CALIBRATION, SWEEP_CALIBRATION
+from scalerl.harness.analysis.forecast.ensemble import PointForecast
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
+from scalerl.harness.analysis.forecast.peers import exceed_probability, peer_forecast, smoothed_at
+from scalerl.harness.analysis.forecast.sweep_prior import siblings_finished
+from scalerl.harness.analysis.noise.point import noise_scale
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.optuna._base import STATES, ForecastPrunerBase, check_calibration
 from scalerl.harness.optuna._forecaster import DEFAULT_FORECASTER, Forecaster
@@ -30,8 +28,9 @@ class BeatForecast:
     """One trial's forecast at the target for :class:`BeatPruner`, in the maximised frame.
 
     ``value`` is the point forecast at the target and ``unit`` the interval unit its calibrated
-    quantiles multiply (:meth:`.forecaster.PointForecast.unit`); ``method`` is ``"sweep"`` when
-    the other trials gave a prior (:mod:`.hierarchical`), ``"single"`` otherwise; ``ok`` is False
+    quantiles multiply (:meth:`scalerl.harness.analysis.forecast.ensemble.PointForecast.unit`);
+    ``method`` is ``"sweep"`` when the other trials gave a prior
+    (:mod:`scalerl.harness.analysis.forecast.sweep_prior`), ``"single"`` otherwise; ``ok`` is False
     (numbers NaN) without a sound forecast. :func:`beat_probability` turns it into a probability."""
 
     n_points: int
@@ -72,9 +71,10 @@ def beat_probability(value: float, unit: float, incumbent: float, calibration: I
 
 
 def late_noise(values: np.ndarray) -> float:
-    """Per-point noise sd of a curve's later half (:func:`.forecaster.noise_scale` of its last
-    ``size // 2`` finite values, at least 3; NaN with fewer): the part of the curve that decides
-    near-ties, without the climb's changing slope in the first differences."""
+    """Per-point noise sd of a curve's later half
+    (:func:`scalerl.harness.analysis.noise.point.noise_scale` of its last ``size // 2`` finite
+    values, at least 3; NaN with fewer): the part of the curve that decides near-ties, without
+    the climb's changing slope in the first differences."""
     y = np.asarray(values, dtype=np.float64)
     y = y[np.isfinite(y)]
     tail = y[-max(3, y.size // 2) :]
@@ -103,8 +103,8 @@ class BeatPruner(ForecastPrunerBase):
        the incumbent is the trial whose last points came out highest, so its own noise is the
        least representative.
     2. With ``peers`` >= 2 and at least that many COMPLETE trials that reported
-       :data:`~scalerl.harness.analysis.peers.PEER_POINTS` values up to this trial's compute,
-       P(beat the bar) is read from them (:mod:`scalerl.harness.analysis.peers`: their smoothed
+       :data:`~scalerl.harness.analysis.forecast.peers.PEER_POINTS` values up to this trial's compute,
+       P(beat the bar) is read from them (:mod:`scalerl.harness.analysis.forecast.peers`: their smoothed
        values there against their finals; no inflection and no cross-source calibration needed).
     3. Otherwise the trial is forecast at ``target`` with the other trials as its sweep (siblings
        = every other trial with at least ``min_points`` values; the forecaster's
@@ -112,7 +112,7 @@ class BeatPruner(ForecastPrunerBase):
        siblings give no prior), and P = :func:`beat_probability` with the forecast's calibration:
        ``sweep_calibration`` for a sweep forecast (``finished_calibration``, when given, where at
        least 2 siblings ran to 2x the trial's last compute:
-       :func:`~scalerl.harness.analysis.hierarchical.siblings_finished`), ``calibration`` for a
+       :func:`~scalerl.harness.analysis.forecast.sweep_prior.siblings_finished`), ``calibration`` for a
        single-curve one. No sound forecast, or not past the inflection: P is NaN and the trial
        is kept.
 

@@ -10,7 +10,9 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from scalerl.harness.analysis.forecaster import LINEAR_CALIBRATION, IntervalCalibration, with_interval
+from scalerl.harness.analysis.forecast.calibrations import LINEAR_CALIBRATION
+from scalerl.harness.analysis.forecast.ensemble import with_interval
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.optuna._base import ForecastPrunerBase
 from scalerl.harness.optuna._forecaster import DEFAULT_FORECASTER, Curve, Forecaster

@@ -14,10 +14,10 @@ from typing import Protocol
 
 import numpy as np
 
-from scalerl.harness.analysis.curve import SigmoidFit
-from scalerl.harness.analysis.fitters import fit_sigmoid_many
-from scalerl.harness.analysis.forecaster import PointForecast, point_forecast_many
-from scalerl.harness.analysis.hierarchical import (
+from scalerl.harness.analysis.fit.curve import SigmoidFit
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many
+from scalerl.harness.analysis.forecast.sweep_prior import (
     DEFAULT_SWEEP,
     SweepSettings,
     point_forecast_with_prior,
@@ -38,7 +38,7 @@ class Forecaster(Protocol):
 
     def single(self, curves: Sequence[Curve], at: Sequence[np.ndarray]) -> list[PointForecast]:
         """Point forecasts of each curve alone at its ``at`` (the ensemble of
-        :func:`~scalerl.harness.analysis.forecaster.point_forecast_many`)."""
+        :func:`~scalerl.harness.analysis.forecast.ensemble.point_forecast_many`)."""
         ...
 
     def sweep(
@@ -55,7 +55,7 @@ class Forecaster(Protocol):
 
 class EnsembleForecaster:
     """The library's forecasts: the single-curve ensemble, the sweep prior of
-    :mod:`scalerl.harness.analysis.hierarchical` with ``settings``, and the batched sigmoid fit.
+    :mod:`scalerl.harness.analysis.forecast.sweep_prior` with ``settings``, and the batched sigmoid fit.
     Stateless, so one instance may serve any number of pruners and threads."""
 
     def __init__(self, settings: SweepSettings = DEFAULT_SWEEP) -> None:

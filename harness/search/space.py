@@ -148,7 +148,7 @@ def make_pruner(sweep: SweepSpec) -> optuna.pruners.BasePruner:
         if steps is not None:
             base["max_resource"] = steps
     else:
-        from scalerl.harness.optuna._rules import other_rules_options, rule_class, warn_ignored
+        from scalerl.harness.optuna import other_rules_options, rule_class, warn_ignored
 
         rule = options.pop("rule", "bound")
         try:

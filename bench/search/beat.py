@@ -35,7 +35,7 @@ from bench.data import SHORT, SOURCES, load_real
 from bench.provenance import header
 from bench.search.calibrations import label as cal_label
 from bench.search.calibrations import loso_calibrations
-from bench.search.memo import memoised
+from bench.search.memo import MemoForecaster
 from bench.search.pools import Pool, build_pools
 from bench.search.replay import SAMPLERS
 from bench.search.scoring import Score, by_source_table, choose, score
@@ -91,8 +91,8 @@ def beat(
     else:
         comparison, previous = "margin 0", lambda g: g.margin_noise == 0
 
-    with memoised() as memo:
-        guarded = [g for g in grid if passes_guard(g, memo)]
+    memo = MemoForecaster()
+    guarded = [g for g in grid if passes_guard(g, memo)]
     # Selection: every pool with the grid under each calibration that treats it as training data.
     t1 = time.perf_counter()
     jobs = []

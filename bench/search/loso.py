@@ -31,7 +31,7 @@ import optuna
 from bench.data import SHORT, SOURCES, load_real
 from bench.provenance import header
 from bench.search.calibrations import loso_calibrations
-from bench.search.memo import memoised
+from bench.search.memo import MemoForecaster
 from bench.search.pools import Pool, build_pools
 from bench.search.replay import SAMPLERS, Run
 from bench.search.scoring import SAME_BEST, Score, choose, score
@@ -85,8 +85,8 @@ def loso(pools: Sequence[Pool], select_seeds: int, seeds: int, n_jobs: int) -> N
             if src == source
         }
 
-    with memoised() as memo:
-        guarded = {src: {g for g in GRID if passes_guard(replace(g, cal=cals[src]), memo)} for src in folds}
+    memo = MemoForecaster()
+    guarded = {src: {g for g in GRID if passes_guard(replace(g, cal=cals[src]), memo)} for src in folds}
     variants = {"LOSO": {src: set(GRID) for src in folds}, "LOSO + guard": guarded}
     chosen = {
         (v, src): choose({g: sc for g, sc in scores_without(src).items() if g in allowed[src]})

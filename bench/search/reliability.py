@@ -26,7 +26,7 @@ import optuna
 from bench.data import SOURCES, load_real
 from bench.provenance import header
 from bench.search.calibrations import loso_calibrations
-from bench.search.memo import memoised
+from bench.search.memo import MemoForecaster
 from bench.search.pools import Pool, build_pools
 from bench.search.settings import BEAT_REPORTS, SHIPPED, BeatSetting, Calibrations
 from scalerl.harness.optuna import BeatPruner
@@ -47,25 +47,23 @@ def _reliability_pool(job: tuple[Pool, Calibrations, int]) -> list[tuple[bool, i
     top = int(np.argmax(finals))
     g = BeatSetting(0.1, 5, cal=cal, peers=peers)
     rows = []
-    with memoised() as memo:
-        for i, c in enumerate(pool.curves):
-            pruner = g.factory(memo)(pool)
-            assert isinstance(pruner, BeatPruner)
-            study = optuna.create_study(direction="maximize", study_name=f"{pool.name}/{i}")
-            for j, o in enumerate(pool.curves):
-                if j != i:
-                    iv = {int(s): float(v) for s, v in zip(o.steps, o.values, strict=True)}
-                    study.add_trial(optuna.trial.create_trial(value=o.final, intermediate_values=iv))
-            incumbent = float(np.max(np.delete(finals, i)))
-            step = max(1, pool.points // BEAT_REPORTS)
-            for k in range(g.min_points, c.steps.size + 1, step):
-                iv = {int(s): float(v) for s, v in zip(c.steps[:k], c.values[:k], strict=True)}
-                trial = optuna.trial.create_trial(
-                    state=optuna.trial.TrialState.RUNNING, intermediate_values=iv
-                )
-                pr = pruner.probability(study, trial)
-                if np.isfinite(pr):
-                    rows.append((i == top, i, float(pr), bool(c.final > incumbent)))
+    memo = MemoForecaster()
+    for i, c in enumerate(pool.curves):
+        pruner = g.factory(memo)(pool)
+        assert isinstance(pruner, BeatPruner)
+        study = optuna.create_study(direction="maximize", study_name=f"{pool.name}/{i}")
+        for j, o in enumerate(pool.curves):
+            if j != i:
+                iv = {int(s): float(v) for s, v in zip(o.steps, o.values, strict=True)}
+                study.add_trial(optuna.trial.create_trial(value=o.final, intermediate_values=iv))
+        incumbent = float(np.max(np.delete(finals, i)))
+        step = max(1, pool.points // BEAT_REPORTS)
+        for k in range(g.min_points, c.steps.size + 1, step):
+            iv = {int(s): float(v) for s, v in zip(c.steps[:k], c.values[:k], strict=True)}
+            trial = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, intermediate_values=iv)
+            pr = pruner.probability(study, trial)
+            if np.isfinite(pr):
+                rows.append((i == top, i, float(pr), bool(c.final > incumbent)))
     return rows
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 
-from bench.search.memo import memoised
+from bench.search.memo import MemoForecaster
 from bench.search.pools import FINAL_POINTS, Curve, Pool
 from bench.search.replay import PrunerFactory, Run, run_study
 from scalerl.harness.analysis.fit.curve import sigmoid_curve
@@ -157,11 +157,11 @@ def pool_runs(job: tuple[Pool, Sequence[Task]]) -> list[Run]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     pool, tasks = job
-    with memoised() as memo:
-        return [
-            run_study(pool, sampler, seed, name, None if s is None else s.factory(memo))
-            for sampler, seed, name, s in tasks
-        ]
+    memo = MemoForecaster()
+    return [
+        run_study(pool, sampler, seed, name, None if s is None else s.factory(memo))
+        for sampler, seed, name, s in tasks
+    ]
 
 
 def run_all(jobs: Sequence[tuple[Pool, Sequence[Task]]], n_jobs: int) -> list[Run]:

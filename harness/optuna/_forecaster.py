@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from scalerl.harness.analysis.fit.curve import SigmoidFit
-from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.fit.fitters import ManyFitter, fit_sigmoid_many
 from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many
 from scalerl.harness.analysis.forecast.sweep_prior import (
     DEFAULT_SWEEP,
@@ -55,22 +55,25 @@ class Forecaster(Protocol):
 
 class EnsembleForecaster:
     """The library's forecasts: the single-curve ensemble, the sweep prior of
-    :mod:`scalerl.harness.analysis.forecast.sweep_prior` with ``settings``, and the batched sigmoid fit.
-    Stateless, so one instance may serve any number of pruners and threads."""
+    :mod:`scalerl.harness.analysis.forecast.sweep_prior` with ``settings``, every sigmoid fit made
+    by ``fitter`` (:class:`~scalerl.harness.analysis.fit.fitters.ManyFitter`, default the batched
+    :func:`~scalerl.harness.analysis.fit.fitters.fit_sigmoid_many`). Holds no state of its own, so
+    one instance may serve any number of pruners and threads when its ``fitter`` can."""
 
-    def __init__(self, settings: SweepSettings = DEFAULT_SWEEP) -> None:
+    def __init__(self, settings: SweepSettings = DEFAULT_SWEEP, fitter: ManyFitter = fit_sigmoid_many) -> None:
         self.settings = settings
+        self.fitter = fitter
 
     def __repr__(self) -> str:
         return f"EnsembleForecaster({'' if self.settings == DEFAULT_SWEEP else self.settings})"
 
     def single(self, curves: Sequence[Curve], at: Sequence[np.ndarray]) -> list[PointForecast]:
-        return point_forecast_many(curves, at)
+        return point_forecast_many(curves, at, fitter=self.fitter)
 
     def sweep(
         self, curves: Sequence[Curve], at: Sequence[np.ndarray], siblings: Sequence[Sequence[Curve]]
     ) -> list[PointForecast | None]:
-        priors = sweep_priors(siblings, self.settings)
+        priors = sweep_priors(siblings, self.settings, fitter=self.fitter)
         have = [i for i, p in enumerate(priors) if p is not None]
         out: list[PointForecast | None] = [None] * len(curves)
         if have:
@@ -79,13 +82,14 @@ class EnsembleForecaster:
                 [at[i] for i in have],
                 [priors[i] for i in have],
                 siblings=[siblings[i] for i in have],
+                fitter=self.fitter,
             )
             for i, pf in zip(have, made, strict=True):
                 out[i] = pf
         return out
 
     def sigmoid(self, curves: Sequence[Curve], r0: Sequence[float]) -> list[SigmoidFit]:
-        return fit_sigmoid_many(list(curves), r0=list(r0))
+        return self.fitter(list(curves), r0=list(r0))
 
 
 DEFAULT_FORECASTER = EnsembleForecaster()

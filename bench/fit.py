@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from bench import data
-from scalerl.harness.analysis.fit.backtest import backtest_many, backtest_power_law
+from bench.backtest import backtest_many, backtest_power_law
 from scalerl.harness.analysis.fit.curve import FitOptions, SigmoidFit, sigmoid_curve
 from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.fit.powerlaw import fit_power_law

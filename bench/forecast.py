@@ -69,8 +69,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.backtest import forecast_value, score
 from bench.data import SHORT, SOURCES, RealCurve, load_real
-from scalerl.harness.analysis.fit.backtest import forecast_value, score
 from scalerl.harness.analysis.fit.bootstrap import bootstrap_fits
 from scalerl.harness.analysis.fit.curve import sigmoid_curve
 from scalerl.harness.analysis.fit.fitters import Fitter, PaperGridFitter, fit_sigmoid_many

@@ -32,7 +32,7 @@ error / flat's)), then the held-out source is scored. Nothing else is tuned.
 
 Intervals: both forecasts are backtested at five cuts, 1/30, 10%, 25%, 50% and 75% of the last
 step (a cut needs >= 5 points before it), so held-out points lie 1-30x past the fitted compute.
-For each source the calibration (:func:`scalerl.harness.analysis.forecast.conformal.fit_calibration`:
+For each source the calibration (:func:`bench.conformal.fit_calibration`:
 split-conformal quantiles; linear or log-horizon growth, movement and trend weights chosen to
 even out coverage across horizon buckets and the training sources) is fitted on the other three
 sources and the held-out source's coverage is reported per horizon bucket (C / last fitted
@@ -69,8 +69,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.data import SHORT, SOURCES, RealCurve, first_file_of_runs, load_real
-from scalerl.harness.analysis.forecast.conformal import (
+from bench.conformal import (
     CHECK_LEVELS,
     HORIZON_EDGES,
     OBJECTIVES,
@@ -80,6 +79,7 @@ from scalerl.harness.analysis.forecast.conformal import (
     fit_calibration,
     fit_calibrations,
 )
+from bench.data import SHORT, SOURCES, RealCurve, first_file_of_runs, load_real
 from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many
 from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
 from scalerl.harness.analysis.forecast.sweep_prior import (

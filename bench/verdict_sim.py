@@ -4,7 +4,7 @@ Issue 23, items 5 and 6: the instrument that scores a verdict rule. Steps:
 
 1. The noise model is fitted on the real curves (:mod:`bench.data`: the product's importers on
    /work/shared/data/real-rl-curves), per source
-   (:func:`scalerl.harness.analysis.sim.noise_fit.estimate_noise`). The bench's model: binomial noise at
+   (:func:`bench.noise_fit.estimate_noise`). The bench's model: binomial noise at
    the demo's n = 640 (recorded with every point, as the trainer logs it); the AR(1) wander of the
    W&B GSM8K validation curves (the one source with a clear one: 17 curves of ~650 evaluations),
    carried to the simulated schedule (an evaluation every 10 steps, as the demo) with its
@@ -122,7 +122,7 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
 
 def fit_noise() -> tuple[dict[str, Any], Any]:
     """Per-source estimates (as dicts) and the bench's NoiseModel (module docstring)."""
-    from scalerl.harness.analysis.sim.noise_fit import estimate_noise
+    from bench.noise_fit import estimate_noise
     from scalerl.harness.analysis.sim.simulate import NoiseModel
 
     est = {}

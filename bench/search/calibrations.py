@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
+from bench.conformal import fit_calibration
 from bench.data import SOURCES, load_real
 from bench.forecast_sweep import CAL_CUTS, SHIPPED_KAPPA, SWEEP_GRID, cases, forecasts, loso_fit, sweeps_of
 from bench.search.settings import Calibrations
-from scalerl.harness.analysis.forecast.conformal import fit_calibration
 from scalerl.harness.analysis.forecast.ensemble import PointForecast
 from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
 from scalerl.harness.analysis.forecast.sweep_prior import SWEEP_MEMBERS

@@ -60,7 +60,9 @@ class EnsembleForecaster:
     :func:`~scalerl.harness.analysis.fit.fitters.fit_sigmoid_many`). Holds no state of its own, so
     one instance may serve any number of pruners and threads when its ``fitter`` can."""
 
-    def __init__(self, settings: SweepSettings = DEFAULT_SWEEP, fitter: ManyFitter = fit_sigmoid_many) -> None:
+    def __init__(
+        self, settings: SweepSettings = DEFAULT_SWEEP, fitter: ManyFitter = fit_sigmoid_many
+    ) -> None:
         self.settings = settings
         self.fitter = fitter
 

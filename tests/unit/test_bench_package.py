@@ -20,6 +20,18 @@ def test_no_benchmark_edits_sys_path() -> None:
     assert offenders == []
 
 
+def test_the_library_never_imports_bench() -> None:
+    # bench/ holds what only the benchmarks use (backtests, the calibration and noise fits); the
+    # installed package has no bench, so nothing under harness/ or db/ may import it.
+    offenders = [
+        str(p.relative_to(REPO))
+        for top in ("harness", "db")
+        for p in sorted((REPO / top).rglob("*.py"))
+        if re.search(r"^\s*(from|import) bench\b", p.read_text(), re.M)
+    ]
+    assert offenders == []
+
+
 def test_one_loader_reads_every_source() -> None:
     from bench import data
 

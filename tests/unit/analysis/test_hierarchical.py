@@ -11,16 +11,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scalerl import db
-from scalerl.harness.analysis import forecast_curve
-from scalerl.harness.analysis.fit.curve import sigmoid_curve
-from scalerl.harness.analysis.forecast.calibrations import FINISHED_SWEEP_CALIBRATION, SWEEP_CALIBRATION
-from scalerl.harness.analysis.forecast.conformal import (
+from bench.conformal import (
     buckets,
     coverage_table,
     fit_calibration,
     fit_calibrations,
 )
+from scalerl import db
+from scalerl.harness.analysis import forecast_curve
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.forecast.calibrations import FINISHED_SWEEP_CALIBRATION, SWEEP_CALIBRATION
 from scalerl.harness.analysis.forecast.ensemble import point_forecast_many, with_interval
 from scalerl.harness.analysis.forecast.intervals import CALIBRATED_LEVELS, IntervalCalibration, UnitTerms
 from scalerl.harness.analysis.forecast.sweep_prior import (

@@ -52,7 +52,7 @@ def report(stem: str, cal: IntervalCalibration, *, output: str, procedure: str, 
         "date": provenance.now(),
         "machine": provenance.machine(),
         "sources": list(SOURCES),
-        "commit": provenance.commit(),
+        "commit": provenance.commit(ignore=(str(DATA.relative_to(provenance.ROOT)),)),
         "how": "written by the benchmark",
     }
     path.write_text(json.dumps(doc, indent=2) + "\n")

@@ -30,14 +30,25 @@ def now() -> str:
     return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
 
-def commit() -> str:
-    """The checkout's commit (with ``+dirty`` when the working tree differs); ``unknown`` outside git."""
+def commit(*, ignore: tuple[str, ...] = ()) -> str:
+    """The checkout's commit (with ``+dirty`` when a tracked file differs, the paths in ``ignore``
+    aside: e.g. the files the running benchmark itself writes); ``unknown`` outside git."""
     try:
         head = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            [
+                "git",
+                "-C",
+                str(ROOT),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                *(f":!{p}" for p in ignore),
+            ],
             capture_output=True,
             text=True,
             check=True,

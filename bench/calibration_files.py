@@ -53,7 +53,7 @@ def report(stem: str, cal: IntervalCalibration, *, output: str, procedure: str, 
         "machine": provenance.machine(),
         "sources": list(SOURCES),
         "commit": provenance.commit(ignore=(str(DATA.relative_to(provenance.ROOT)),)),
-        "how": "written by the benchmark",
+        "how": "written by the benchmark (--write-calibrations)",
     }
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"  wrote {path}")

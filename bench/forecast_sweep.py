@@ -478,17 +478,46 @@ def shipped(
     """Fit the three calibrations the library ships from this bench on all four sources, print
     them beside the shipped files and, with ``write``, replace the files (bench/calibration_files.py)."""
     _, both_pfs, both_cs, far_pfs, far_cs = sets
-    for stem, title, pfs, pcs, nested, grid in (
-        ("default", "single", single, cs, True, {"own_weights": OWN_WEIGHTS}),
-        ("sweep", "sweep, worst gap, no own-error term", both_pfs, both_cs, False, BEFORE_GRID),
-        ("finished_sweep", "sweep, finished by siblings_finished", far_pfs, far_cs, True, SWEEP_GRID),
+    cuts = "cuts 1/30, 10, 25, 50, 75%"
+    for stem, title, pfs, pcs, nested, grid, procedure in (
+        (
+            "default",
+            "single",
+            single,
+            cs,
+            True,
+            {"own_weights": OWN_WEIGHTS},
+            f"fit_calibration on every single-curve backtest ({cuts}) of all four sources; own-error "
+            "term in the grid; objective chosen leave-one-source-out inside them",
+        ),
+        (
+            "sweep",
+            "sweep, worst gap, no own-error term",
+            both_pfs,
+            both_cs,
+            False,
+            BEFORE_GRID,
+            f"fit_calibration on the sweep forecasts with a prior (same-stage and finished siblings, "
+            f"kappa {SHIPPED_KAPPA:g}, {cuts}) of all four sources; worst-gap objective, no own-error term",
+        ),
+        (
+            "finished_sweep",
+            "sweep, finished by siblings_finished",
+            far_pfs,
+            far_cs,
+            True,
+            SWEEP_GRID,
+            f"fit_calibration on the sweep forecasts siblings_finished calls finished (either sibling "
+            f"setting, {cuts}) of all four sources; own-error term in the grid; objective chosen "
+            "leave-one-source-out inside them",
+        ),
     ):
         cal = fit_all_sources(curves, title, pfs, pcs, nested, **grid)
         calibration_files.report(
             stem,
             cal,
             output=f"the line 'fitted on all four sources ({title})'",
-            procedure=f"fit_calibration on the {title} backtests (cuts 1/30, 10, 25, 50, 75%), all sources",
+            procedure=procedure + "; quantiles rounded to 3 decimals",
             write=write,
         )
 

@@ -22,8 +22,22 @@ def command() -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    return f"{platform.platform()}, {cpu}, {os.cpu_count()} cores"
+    """The OS, the CPU model (``/proc/cpuinfo``'s model name, family and model where there is one:
+    results are reproducible per CPU model) and the core count."""
+    return f"{platform.platform()}, {_cpu()}, {os.cpu_count()} cores"
+
+
+def _cpu() -> str:
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    if "model name" in info:
+        return f"{info['model name']} (family {info.get('cpu family', '?')} model {info.get('model', '?')})"
+    return platform.processor() or platform.machine()
 
 
 def now() -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scalerl.db.errors import StoreError, StoreReadOnlyError, StoreUnavailableError
-from scalerl.db.limits import SEED_MAX, STEP_MAX, name_problem
+from scalerl.db.limits import COUNT_MAX, RUN_ID_MAX, SEED_MAX, STEP_MAX, name_problem
 from scalerl.db.records import ReplayReport, WriteOutcome
 
 if TYPE_CHECKING:
@@ -146,8 +146,8 @@ def _parse_line(raw: bytes) -> tuple[str, int, list[Any]]:
     if not isinstance(obj, dict):
         raise ValueError(f"a JSON {type(obj).__name__}, not an object")
     run_id, attempt, rows = obj.get("run_id"), obj.get("attempt"), obj.get("rows")
-    if not isinstance(run_id, str) or not run_id:
-        raise ValueError(f"run_id {run_id!r} is not a run id")
+    if not isinstance(run_id, str) or name_problem(run_id, RUN_ID_MAX) is not None:
+        raise ValueError(f"run_id {str(run_id)[:80]!r} is not a run id")
     if not isinstance(attempt, int) or isinstance(attempt, bool) or not 0 <= attempt <= SEED_MAX:
         raise ValueError(f"attempt {attempt!r} is not an attempt number")
     if not isinstance(rows, list):
@@ -182,7 +182,7 @@ def check_row(row: Any) -> tuple[PointRow | None, str | None]:
     for unit, amount in zip(_COMPUTE, compute, strict=True):
         if amount is not None and not (_number(amount) and math.isfinite(amount)):
             return None, f"compute {unit}={amount!r} is not a finite number"
-    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= SEED_MAX):
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= COUNT_MAX):
         return None, f"n={n!r} is not a whole number >= 1"
     return (step, metric, value, flag, *compute, n), None
 

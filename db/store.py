@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -36,7 +37,7 @@ from scalerl.db.fastread import FastReader
 from scalerl.db.limits import RUN_ID_MAX, check_name
 from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
 from scalerl.db.records import RUN_STATUSES, RunInfo, RunRecord, WriteOutcome
-from scalerl.db.redaction import is_secret_key
+from scalerl.db.redaction import redact_value
 
 if TYPE_CHECKING:
     from scalerl.db.writer import PointWriter
@@ -107,13 +108,8 @@ def _now() -> datetime:
 
 
 def _scrub_detail(value: Any) -> Any:
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, Mapping):  # {"password": "..."}: the key says the value is a secret
-        return {str(k): "***" if is_secret_key(str(k)) else _scrub_detail(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub_detail(v) for v in value]
-    return value
+    """An event's detail with its secrets masked: the one rule, :func:`redact_value`."""
+    return redact_value(value)
 
 
 class Store:
@@ -232,6 +228,12 @@ class Store:
                     f"store {self.url}: {doing}: a number is too large for the database: {err} "
                     "(fix: keep steps, seeds and counts within the store's integer range)"
                 ) from None
+            except UnicodeEncodeError as err:  # a lone surrogate: the driver cannot encode it
+                raise StoreIntegrityError(
+                    f"store {self.url}: {doing}: text the database cannot store: "
+                    f"{err.object[err.start : err.end]!r} at position {err.start} ({err.reason}) "
+                    "(fix: names must be valid Unicode text; decode bytes as UTF-8 first)"
+                ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
@@ -260,7 +262,9 @@ class Store:
 
         def tx(conn: Connection) -> None:
             if conn.execute(select(Sweep.name).where(Sweep.name == name)).first() is None:
-                conn.execute(insert(Sweep).values(name=name, spec=dict(spec), created_at=_now()))
+                # Two launches of one new sweep at once: the second insert does nothing.
+                row = {"name": name, "spec": dict(spec), "created_at": _now()}
+                _insert_missing(conn, Sweep, [row], "name")
 
         self.transaction(tx, doing=f"creating sweep {name!r}")
 
@@ -290,6 +294,9 @@ class Store:
 
         Every record's (sweep, run) membership is recorded with that record's variant, knob and
         alternative; a membership already there keeps its names (the first registration wins).
+        The config is stored with its secrets masked (:func:`scalerl.db.redaction.redact_value`:
+        an imported ``db_url``'s password, a param named ``api_key``, a token by its shape); its
+        hash is the caller's, of the config as given, so a run's id never depends on the mask.
         """
         if not records:
             return 0
@@ -310,18 +317,19 @@ class Store:
             known_sweeps = _existing(conn, select(Sweep.name), Sweep.name, sweeps)
             now = _now()
             new_sweeps = [{"name": n, "spec": {}, "created_at": now} for n in sweeps if n not in known_sweeps]
-            if new_sweeps:
-                conn.execute(insert(Sweep), new_sweeps)
+            _insert_missing(conn, Sweep, new_sweeps, "name")
             new_runs: dict[str, dict[str, Any]] = {}
             for r in records:
                 if r.run_id not in existing and r.run_id not in new_runs:
                     new_runs[r.run_id] = dict(
                         run_id=r.run_id, first_sweep=r.sweep, variant=r.variant, knob=r.knob,
-                        alternative=r.alternative, seed=r.seed, config=dict(r.config),
+                        alternative=r.alternative, seed=r.seed, config=redact_value(dict(r.config)),
                         config_hash=r.config_hash, status="pending", attempts=0, created_at=now,
                     )  # fmt: skip
-            if new_runs:
-                conn.execute(insert(Run), list(new_runs.values()))
+            # Another process may register the same new run between the read above and here
+            # (PostgreSQL: N array tasks attaching one run at once): only the rows this insert
+            # wrote count as new, the others are left as they are.
+            created = _insert_missing(conn, Run, list(new_runs.values()), "run_id")
             members: set[tuple[str, str]] = set()
             for name in sweeps:
                 members.update(
@@ -336,9 +344,8 @@ class Store:
                     members.add((r.sweep, r.run_id))
                     rows.append({"sweep": r.sweep, "run_id": r.run_id, "variant": r.variant,
                                  "knob": r.knob, "alternative": r.alternative})  # fmt: skip
-            if rows:
-                conn.execute(insert(SweepRun), rows)
-            return len(new_runs)
+            _insert_missing(conn, SweepRun, rows, "sweep", "run_id")
+            return len(created)
 
         what = f"run {records[0].run_id!r}" if len(records) == 1 else f"{len(records)} runs"
         return self.transaction(tx, doing=f"registering {what}")
@@ -564,6 +571,18 @@ class Store:
                 conn.execute(insert(model), clean)
 
         self.transaction(tx, doing=f"replacing the {what} of sweep {sweep!r} on {metric} / {axis}")
+
+
+def _insert_missing(conn: Connection, model: Any, rows: Sequence[Mapping[str, Any]], *key: str) -> set[Any]:
+    """Insert ``rows``, skipping any whose ``key`` exists already (``ON CONFLICT DO NOTHING``, so
+    a concurrent insert of the same key is no error); returns the first key column's values of
+    the rows this statement inserted."""
+    if not rows:
+        return set()
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    column = getattr(model, key[0])
+    stmt = dialect.insert(model).on_conflict_do_nothing(index_elements=list(key)).returning(column)
+    return set(conn.execute(stmt, list(rows)).scalars())
 
 
 def _existing(conn: Connection, stmt: Any, column: Any, keys: Sequence[str]) -> set[str]:

@@ -4,10 +4,13 @@ Contract (``scalerl.harness.rl.PointSink``):
 
 - ``add(step, metrics, compute, n=None)`` validates and enqueues; it never waits for the
   database. What the store's columns cannot hold (a step outside [0, 2**31 - 1], a metric name
-  that is empty or longer than 200 characters, a value that is not a number) raises StoreError
-  from ``add`` itself (:mod:`scalerl.db.limits`): one bad point never fails a batch of good ones.
-  ``n`` maps a metric to the number of Bernoulli samples behind its value (e.g.
-  ``{"val/pass_rate": 512}``), so its binomial noise is known; metrics it leaves out get NULL.
+  that is empty, longer than 200 characters or carries a NUL or a lone surrogate, a value that
+  is not a number, an ``n`` past 2**31 - 1) raises StoreError from ``add`` itself
+  (:mod:`scalerl.db.limits`): one bad point never fails a batch of good ones, nor sends the
+  points after it to the spool. Text is not a number, whatever it spells (``"0.5"``,
+  ``"1e999"``, ``"nan"``): refused, never parsed. ``n`` maps a metric to the number of
+  Bernoulli samples behind its value (e.g. ``{"val/pass_rate": 512}``), so its binomial noise
+  is known; metrics it leaves out get NULL.
 - A background thread writes batches (every ``interval`` seconds, or ``batch_size`` rows, or on
   ``flush``) through :meth:`Store.write_points`: one fenced transaction per batch, idempotent
   on (run, metric, step).
@@ -39,7 +42,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from scalerl.db.errors import StoreError, scrub
-from scalerl.db.limits import NAME_MAX, STEP_MAX, check_name, step_problem
+from scalerl.db.limits import COUNT_MAX, NAME_MAX, STEP_MAX, check_name, step_problem
 from scalerl.db.models import COMPUTE_UNITS
 from scalerl.db.spool import SpoolFile, spool_dir
 
@@ -49,9 +52,16 @@ if TYPE_CHECKING:
     from scalerl.db.store import PointRow, Store
 
 log = logging.getLogger(__name__)
+_TEXT = (str, bytes, bytearray)
 _NONFINITE = {math.inf: "+inf", -math.inf: "-inf"}
 _UNIT_SLOT = {unit: i for i, unit in enumerate(COMPUTE_UNITS)}
 isfinite = math.isfinite
+
+
+def _shown(raw: object) -> str:
+    """``raw`` for a message: its repr, cut short (a 10**30 or a long string stays readable)."""
+    text = repr(raw)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class PointWriter:
@@ -195,7 +205,7 @@ class PointWriter:
             # A str, None, a bool or an int past a double (10**400): refused with its unit, not raised
             # raw (OverflowError) from float().
             try:
-                val = float(raw)
+                val = math.nan if isinstance(raw, _TEXT) else float(raw)
             except (TypeError, ValueError, OverflowError):
                 val = math.nan
             if not isfinite(val) or isinstance(raw, bool) or val < 0:
@@ -210,9 +220,19 @@ class PointWriter:
         counts = self._counts(step, metrics, n) if n else {}
         rows: list[PointRow] = []
         for metric, raw in metrics.items():
-            if type(metric) is not str or not 0 < len(metric) <= NAME_MAX or "\x00" in metric:
-                # The metric column is VARCHAR(200): PostgreSQL would fail the whole batch.
+            if (
+                type(metric) is not str
+                or not 0 < len(metric) <= NAME_MAX
+                or "\x00" in metric
+                or not metric.isascii()
+            ):
+                # The metric column is VARCHAR(200): PostgreSQL would fail the whole batch; a lone
+                # surrogate fails it on either store (checked only for a non-ASCII name: hot path).
                 check_name(metric, "metric name", where=f"run {self.run_id!r} step {step}")
+            if isinstance(raw, _TEXT):
+                # float("1e999") is +inf and float("nan") NaN: text is not a measurement, whatever
+                # it spells; parsing it would store a typo (or a log line) as a number.
+                raise self._not_a_number(step, metric, raw)
             try:
                 value = float(raw)
             except (TypeError, ValueError, OverflowError):
@@ -227,8 +247,8 @@ class PointWriter:
 
     def _not_a_number(self, step: int, metric: str, raw: object) -> StoreError:
         return StoreError(
-            f"run {self.run_id!r} step {step}: metric {metric!r} = {raw!r} is not a number "
-            "(fix: log a float; NaN and ±inf are stored as non-finite points)"
+            f"run {self.run_id!r} step {step}: metric {metric!r} = {_shown(raw)} is not a number "
+            "(fix: log a float, not text; NaN and ±inf are stored as non-finite points)"
         )
 
     def _counts(self, step: int, metrics: Mapping[str, float], n: Mapping[str, int]) -> dict[str, int]:
@@ -240,10 +260,10 @@ class PointWriter:
                     f"run {self.run_id!r} step {step}: n[{metric!r}] names no metric of this point "
                     f"(fix: use one of {sorted(metrics)})"
                 )
-            if isinstance(raw, bool) or not isinstance(raw, Integral) or int(raw) < 1:
+            if isinstance(raw, bool) or not isinstance(raw, Integral) or not 1 <= int(raw) <= COUNT_MAX:
                 raise StoreError(
-                    f"run {self.run_id!r} step {step}: n[{metric!r}]={raw!r} must be an int >= 1 "
-                    "(the number of samples behind the value)"
+                    f"run {self.run_id!r} step {step}: n[{metric!r}]={_shown(raw)} must be an int >= 1 "
+                    f"and <= {COUNT_MAX} (the number of samples behind the value)"
                 )
             out[metric] = int(raw)
         return out

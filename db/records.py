@@ -69,6 +69,10 @@ class RunInfo:
     # The code the latest attempt ran (schema 0006; scalerl.harness.execution.provenance); None:
     # unknown (stored before 0006, imported, or never started).
     provenance: Mapping[str, Any] | None = None
+    # The latest attempt's process and its last heartbeat (schema 0007); None when unknown.
+    pid: int | None = None
+    pid_start: str | None = None
+    heartbeat_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -418,10 +418,14 @@ class Store:
         host: str | None = None,
         resume_step: int | None = None,
         provenance: Mapping[str, Any] | None = None,
+        pid: int | None = None,
+        pid_start: str | None = None,
     ) -> int:
         """Start the run's next attempt; returns its number. ``provenance`` (the code this attempt
         runs, :mod:`scalerl.harness.execution.provenance`) replaces the run's, and is logged on the
-        ``started`` event, so every attempt's code stays in the event log; None keeps the run's."""
+        ``started`` event, so every attempt's code stays in the event log; None keeps the run's.
+        ``pid`` / ``pid_start``: the attempt's process (:mod:`scalerl.harness.execution.liveness`),
+        whose heartbeat starts now; None for an attempt with no process of its own to watch."""
 
         def tx(conn: Connection) -> int:
             # The UPDATE takes the run row's write lock (PostgreSQL) / the database write lock
@@ -434,7 +438,7 @@ class Store:
                     attempts=Run.attempts + 1, status="running", started_at=_now(), ended_at=None,
                     error=None, executor=func.coalesce(executor, Run.executor),
                     job_id=func.coalesce(job_id, Run.job_id), host=func.coalesce(host, Run.host),
-                    **code,
+                    pid=pid, pid_start=pid_start, heartbeat_at=_now(), **code,
                 )
                 .returning(Run.attempts, Run.first_sweep)
             ).first()  # fmt: skip
@@ -454,7 +458,13 @@ class Store:
 
         return self.transaction(tx, doing=f"starting an attempt of run {run_id!r}")
 
-    def finish_run(self, run_id: str, attempt: int, status: str, error: str | None = None) -> bool:
+    def finish_run(
+        self, run_id: str, attempt: int, status: str, error: str | None = None, *, expect: str | None = None
+    ) -> bool:
+        """End ``attempt`` of the run as ``status``; False (nothing changed) when a newer attempt
+        owns the run (a ``fenced`` event), or, with ``expect``, when the run's status is no
+        longer ``expect`` (a sync that judged a ``running`` run lost must not fail one that
+        completed meanwhile)."""
         _check_status(status)
 
         def tx(conn: Connection) -> bool:
@@ -463,6 +473,10 @@ class Store:
                 detail = {"attempt": attempt, "current": current, "what": f"finish_run({status})"}
                 self._event(conn, "fenced", run_id, sweep, detail)
                 return False
+            if expect is not None:
+                now = conn.execute(select(Run.status).where(Run.run_id == run_id)).scalar_one()
+                if now != expect:
+                    return False
             conn.execute(
                 update(Run)
                 .where(Run.run_id == run_id)
@@ -473,6 +487,20 @@ class Store:
             return True
 
         return self.transaction(tx, doing=f"finishing run {run_id!r}")
+
+    def beat(self, run_id: str, attempt: int) -> bool:
+        """The attempt's process lives: bump the run's ``heartbeat_at`` (a no-op once the run is no
+        longer ``running`` at ``attempt``). Returns whether the run is still running at it."""
+
+        def tx(conn: Connection) -> bool:
+            res = conn.execute(
+                update(Run)
+                .where(Run.run_id == run_id, Run.attempts == attempt, Run.status == "running")
+                .values(heartbeat_at=_now())
+            )
+            return bool(res.rowcount)
+
+        return self.transaction(tx, doing=f"recording the heartbeat of run {run_id!r}")
 
     def log_event(
         self, run_id: str | None, kind: str, detail: Mapping[str, Any], *, sweep: str | None = None

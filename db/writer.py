@@ -22,6 +22,9 @@ Contract (``scalerl.harness.rl.PointSink``):
   ``scalerl db replay``.
 - Fenced (a newer attempt started): the rejected batch and everything after it are dropped, one
   ``fenced`` event is logged, ``fenced`` becomes True. Nothing is raised to the caller.
+- While it lives, it bumps its run's ``heartbeat_at`` every ``$SCALERL_HEARTBEAT_S`` seconds
+  (30), so a run whose process died on another machine is judged lost by ``scalerl status``
+  (:mod:`scalerl.harness.execution.liveness`).
 - Non-finite metric values are stored as NULL with ``nonfinite`` = 'nan' / '+inf' / '-inf'
   (``scalerl.db.queries.curves`` gives them back as NaN / ±inf). Compute must be finite: a non-finite
   or unknown compute unit raises StoreError from ``add`` (that is a bug in the accounting).
@@ -34,6 +37,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -53,6 +57,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _TEXT = (str, bytes, bytearray)
+ENV_HEARTBEAT = "SCALERL_HEARTBEAT_S"
+HEARTBEAT_S = 30.0
+
+
+def heartbeat_s() -> float:
+    """How often a live writer bumps its run's ``heartbeat_at`` (``$SCALERL_HEARTBEAT_S``, else
+    30 s): ``scalerl status`` judges a run whose process is on another machine by it."""
+    try:
+        value = float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S)
+    except ValueError:
+        return HEARTBEAT_S
+    return value if value > 0 and math.isfinite(value) else HEARTBEAT_S
+
+
 _NONFINITE = {math.inf: "+inf", -math.inf: "-inf"}
 _UNIT_SLOT = {unit: i for i, unit in enumerate(COMPUTE_UNITS)}
 isfinite = math.isfinite
@@ -98,6 +116,8 @@ class PointWriter:
         self.points_written = 0
         self.points_spooled = 0
         self.points_fenced = 0
+        self._beat_every = heartbeat_s()
+        self._next_beat = time.monotonic() + self._beat_every
         self._thread = threading.Thread(target=self._loop, name=f"PointWriter[{run_id}]", daemon=True)
         self._thread.start()
 
@@ -306,6 +326,8 @@ class PointWriter:
             if closing:
                 self._finish()
                 return
+            if time.monotonic() >= self._next_beat:
+                self._beat()
 
     def _handle(self, batch: list[PointRow]) -> None:
         if self._fenced:
@@ -331,6 +353,17 @@ class PointWriter:
             self.points_written += len(batch)
         else:
             self._on_fenced(outcome, len(batch))
+
+    def _beat(self) -> None:
+        """Say this attempt's process lives (``Store.beat``); a store that cannot be reached now
+        misses a beat, nothing more."""
+        self._next_beat = time.monotonic() + self._beat_every
+        if self._fenced or self._spool.active:
+            return
+        try:
+            self._store.beat(self.run_id, self.attempt)
+        except Exception as err:
+            log.debug("run %s: heartbeat not recorded: %s", self.run_id, scrub(str(err)))
 
     def _reconnect(self) -> None:
         """Replay the spool into the database, in order; on failure back off."""

@@ -56,7 +56,7 @@ from scalerl.db.limits import SEED_MAX, STEP_MAX, name_problem
 from scalerl.db.models import COMPUTE_UNITS, Point, Run, Sweep, SweepRun
 from scalerl.db.spool import spool_dir
 from scalerl.harness.errors import ConfigError, ExecutionError, StoreError
-from scalerl.harness.execution import provenance
+from scalerl.harness.execution import liveness, provenance
 from scalerl.harness.recipe.hashing import RUN_ID_HEX, canonical_json
 
 log = logging.getLogger(__name__)
@@ -274,9 +274,10 @@ def attach(
         detail = {"policy": EXECUTOR, "old": dict(existing.provenance or {}), "new": code,
                   "changed": [f for f, _, _ in changed]}  # fmt: skip
         store.log_event(run_id, "code-changed", detail)
+    pid, pid_start = liveness.this_process()  # `scalerl status` ends it if this process dies
     attempt = store.start_attempt(
         run_id, executor=EXECUTOR, job_id=current_job_id(), host=socket.gethostname(),
-        resume_step=resume_step, provenance=code,
+        resume_step=resume_step, provenance=code, pid=pid, pid_start=pid_start,
     )  # fmt: skip
     at_resume = (
         _compute_at(store, run_id, resume_step) if resume_step is not None and resume_step >= 0 else {}

@@ -144,9 +144,13 @@ def execute(
         )
         store.finish_run(spec.run_id, failed, "failed", error=error_text(exc))
         raise
+    from scalerl.harness.execution import liveness
+
+    pid, pid_start = liveness.this_process()  # a run no scheduler answers for (a search trial)
     attempt = store.start_attempt(
-        spec.run_id, executor=executor, job_id=job_id, host=host, resume_step=resume_step, provenance=code
-    )
+        spec.run_id, executor=executor, job_id=job_id, host=host, resume_step=resume_step, provenance=code,
+        pid=pid, pid_start=pid_start,
+    )  # fmt: skip
     if attempt_box is not None:
         attempt_box.append(attempt)
     _note_scheduler_requeue(store, spec, executor, existing)

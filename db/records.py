@@ -23,7 +23,9 @@ EVENT_KINDS: frozenset[str] = frozenset(
      "losses", "code-changed"}
 )  # fmt: skip
 
-WriteOutcome = Literal["ok", "fenced", "unknown_run"]
+# "denied": the run exists, and the store refuses this role's writes to it (a shared PostgreSQL
+# store's row-level security: a sweep this role does not own and was not granted).
+WriteOutcome = Literal["ok", "fenced", "unknown_run", "denied"]
 
 
 @dataclass(frozen=True)
@@ -88,3 +90,6 @@ class ReplayReport:
     # quarantine file keeps them with the reason, next to the spool (``quarantine/<spool file>``).
     quarantined_points: int = 0
     quarantined: tuple[str, ...] = field(default_factory=tuple)
+    # Spool files whose points belong to another store: (file, its store id, its store's URL).
+    # Kept, never written here: a run id is a config hash, the same in every store.
+    kept_other_store: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)

@@ -55,8 +55,14 @@ def _fsync_dir(directory: Path) -> None:
 class SpoolFile:
     """One writer's spool file; created lazily on the first append. Not thread safe."""
 
-    def __init__(self, directory: Path, run_id: str, attempt: int) -> None:
+    def __init__(
+        self, directory: Path, run_id: str, attempt: int, store_id: str | None = None, store_url: str = ""
+    ) -> None:
         self.directory = directory
+        # Which store the points belong to (``scalerl_meta.store_id``, and its redacted URL for
+        # messages): replay refuses to write them into another.
+        self.store_id = store_id
+        self.store_url = store_url
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
         self.path = directory / f"{safe}.a{attempt}.{os.getpid()}.{uuid.uuid4().hex[:8]}.jsonl"
         self.run_id = run_id
@@ -71,7 +77,10 @@ class SpoolFile:
 
     def append(self, rows: list[PointRow]) -> None:
         """Durably append one batch (returns after fsync). Raises StoreError if the disk fails."""
-        line = json.dumps({"v": 2, "run_id": self.run_id, "attempt": self.attempt, "rows": rows})
+        record: dict[str, Any] = {"v": 2, "run_id": self.run_id, "attempt": self.attempt, "rows": rows}
+        if self.store_id is not None:
+            record |= {"store": self.store_id, "store_url": self.store_url}
+        line = json.dumps(record)
         try:
             if self._fd is None:
                 self._open()
@@ -135,8 +144,9 @@ _FLAGS = {"nan", "+inf", "-inf"}
 _COMPUTE = ("gpu_hours", "flops", "tokens", "samples", "wall_s")
 
 
-def _parse_line(raw: bytes) -> tuple[str, int, list[Any]]:
-    """(run_id, attempt, raw rows) of one spool line; ValueError naming what is wrong with it."""
+def _parse_line(raw: bytes) -> tuple[str, int, list[Any], tuple[str, str] | None]:
+    """(run_id, attempt, raw rows, (store id, store URL) or None) of one spool line; ValueError
+    naming what is wrong with it. A line written before stores had an id names none."""
     try:
         obj = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -152,7 +162,10 @@ def _parse_line(raw: bytes) -> tuple[str, int, list[Any]]:
         raise ValueError(f"attempt {attempt!r} is not an attempt number")
     if not isinstance(rows, list):
         raise ValueError(f"rows is a {type(rows).__name__}, not a list")
-    return run_id, attempt, rows
+    store = obj.get("store")
+    if store is not None and not isinstance(store, str):
+        raise ValueError(f"store {store!r} is not a store id")
+    return run_id, attempt, rows, None if store is None else (store, str(obj.get("store_url") or "?"))
 
 
 def _number(value: Any) -> bool:
@@ -245,6 +258,8 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
     skipped: list[str] = []
     unknown: list[str] = []
     quarantined: list[str] = []
+    foreign: list[tuple[str, str, str]] = []
+    here = store.store_id
     for path in sorted(root.glob("*.jsonl")) if root.is_dir() else []:
         try:
             # O_NONBLOCK: a FIFO named *.jsonl must not block the open (a hang); it is skipped below.
@@ -273,10 +288,16 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
                 if not raw.strip():
                     continue
                 try:
-                    run_id, attempt, raw_rows = _parse_line(raw)
+                    run_id, attempt, raw_rows, origin = _parse_line(raw)
                 except ValueError as err:
                     bad.append({"line": line, "reason": str(err), "raw": raw.decode("utf-8", "replace")})
                     continue
+                if origin is not None and here is not None and origin[0] != here:
+                    # Another store's points: written here they would land in this store's run of
+                    # the same id (a run id is a config hash, the same in every store). Kept.
+                    foreign.append((str(path), origin[0], origin[1]))
+                    keep = True
+                    break
                 rows: list[PointRow] = []
                 for raw_row in raw_rows:
                     row, problem = check_row(raw_row)
@@ -304,7 +325,8 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
                 quarantined_points += len(bad)
                 log.warning("spool file %s: set aside %d record(s) the store cannot hold", path, len(bad))
             if keep:
-                unknown.append(str(path))
+                if not foreign or foreign[-1][0] != str(path):
+                    unknown.append(str(path))
                 continue
             path.unlink(missing_ok=True)
             files += 1
@@ -313,24 +335,37 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
                 os.close(fd)
     finish_replayed(store, root)  # runs whose last points were spooled end as their writer asked
     return ReplayReport(
-        files, points, fenced, tuple(skipped), tuple(unknown), quarantined_points, tuple(quarantined)
-    )
+        files, points, fenced, tuple(skipped), tuple(unknown), quarantined_points, tuple(quarantined),
+        tuple(foreign),
+    )  # fmt: skip
 
 
 FINISH_SUFFIX = ".finish"
 
 
-def note_finish(spool_file: Path, run_id: str, attempt: int, status: str, error: str | None = None) -> Path:
+def note_finish(
+    spool_file: Path,
+    run_id: str,
+    attempt: int,
+    status: str,
+    error: str | None = None,
+    *,
+    store_id: str | None = None,
+    interim: str | None = None,
+) -> Path:
     """Ask the replay of ``spool_file`` to end the run as ``status`` once its points are stored.
 
     For a writer with no job behind it (``scalerl import``): when the database dies before the
     run's last points and its end are recorded, the points wait in the spool and the run would
     stay ``running`` forever after they are replayed; nothing else (no scheduler sync) ends it.
     The request is a sidecar ``<spool file>.finish``; :func:`finish_replayed` applies it once the
-    spool file is gone (drained), fenced on the attempt and only to a run still ``running``."""
+    spool file is gone (drained), fenced on the attempt and only to a run still ``running`` or
+    still in the ``interim`` status its writer left it in meanwhile (:func:`defer_finish`), and
+    only in the store ``store_id`` names."""
     sidecar = spool_file.with_name(spool_file.name + FINISH_SUFFIX)
     tmp = sidecar.with_name(sidecar.name + ".tmp")
-    body = {"run_id": run_id, "attempt": attempt, "status": status, "error": error}
+    body = {"run_id": run_id, "attempt": attempt, "status": status, "error": error, "store": store_id,
+            "interim": interim}  # fmt: skip
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(json.dumps(body))
@@ -360,8 +395,41 @@ def finish_replayed(store: Store, directory: str | Path | None = None) -> int:
             log.warning("finish request %s is unreadable; removing it", sidecar)
             sidecar.unlink(missing_ok=True)
             continue
+        owner = req.get("store")
+        if owner is not None and store.store_id is not None and owner != store.store_id:
+            continue  # another store's run: its own replay applies it
         run = store.get_run(run_id)
-        if run is not None and run.status == "running" and run.attempts == attempt:
-            ended += bool(store.finish_run(run_id, attempt, status, error=req.get("error")))
+        waiting = ("running", req.get("interim") or "running")
+        if run is not None and run.status in waiting and run.attempts == attempt:
+            done = store.finish_run(run_id, attempt, status, error=req.get("error"), expect=run.status)
+            ended += bool(done)
         sidecar.unlink(missing_ok=True)
     return ended
+
+
+def defer_finish(
+    store: Store, writer: Any, run_id: str, attempt: int, status: str | None, error: str | None
+) -> str | None:
+    """The one way a writer's run ends when its points did not all reach the store (``writer``
+    is closed; ``writer.left_in_spool`` says so): the run is marked ``failed`` now (its points are
+    not all in the store, whatever its trainer says), and, when ``status`` is given (how the
+    attempt meant to end), a finish request is left beside the spool file so that
+    ``scalerl db replay``, once it has stored every point, ends the run as ``status`` after all
+    (:func:`finish_replayed`). Returns the failure's reason, or None when nothing was left."""
+    left = writer.left_in_spool
+    if left is None:
+        return None
+    spool, points = left
+    reason = (
+        f"the store did not take {points} point(s) of run {run_id}; they are kept in {spool} (fix: "
+        f"repair or restore the store, then `scalerl db replay --spool {spool.parent} {store.url}`"
+        + (f", which then ends the run as {status}" if status else "")
+        + ")"
+    )
+    if status is not None:
+        note_finish(spool, run_id, attempt, status, error, store_id=store.store_id, interim="failed")
+    try:
+        store.finish_run(run_id, attempt, "failed", error=(f"{error}; " if error else "") + reason)
+    except StoreError as err:  # the store itself may be what failed; the request above stays
+        log.warning("run %s: could not record its failure: %s", run_id, err)
+    return reason

@@ -27,6 +27,7 @@ from scalerl.db.engine import EngineBundle, is_readonly_url, make_engine, redact
 from scalerl.db.errors import (
     StoreError,
     StoreIntegrityError,
+    StorePermissionError,
     StoreReadOnlyError,
     StoreUnavailableError,
     is_locked,
@@ -157,6 +158,25 @@ class Store:
         self.spool_dir = Path(spool_dir) if spool_dir is not None else None
         self.readonly = bundle.readonly
         self._upsert = UPSERTS[self.dialect]()
+        self._store_id: str | None = None
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def store_id(self) -> str | None:
+        """This store's identity (``scalerl_meta.store_id``, made once by migration 0007): spool
+        records carry it, so a replay never writes one store's points into another. None when
+        it cannot be read (an older schema in a read-only open, the database unreachable)."""
+        if self._store_id is None:
+            from scalerl.db.models import Meta
+
+            def tx(conn: Connection) -> str | None:
+                return conn.execute(select(Meta.value).where(Meta.key == "store_id")).scalar_one_or_none()
+
+            try:
+                self._store_id = self.transaction(tx, doing="reading the store's id", write=False)
+            except StoreError:
+                return None
+        return self._store_id
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -246,19 +266,42 @@ class Store:
             )
         )
 
-    @staticmethod
-    def _require_run(conn: Connection, run_id: str, *, for_update: bool = False) -> tuple[str, int]:
+    def _require_run(self, conn: Connection, run_id: str, *, for_update: bool = False) -> tuple[str, int]:
         q = select(Run.first_sweep, Run.attempts).where(Run.run_id == run_id)
         if for_update:
             q = q.with_for_update()
         row = conn.execute(q).first()
         if row is None:
-            raise StoreError(f"run {run_id!r} is not registered (fix: register_run it before starting it)")
+            self._missing_run(conn, run_id)
+        assert row is not None
         return str(row[0]), int(row[1])
+
+    def _missing_run(self, conn: Connection, run_id: str) -> None:
+        """Raise for a run a locking read or an UPDATE did not find: not registered, or (on a
+        shared PostgreSQL store) registered by a sweep this role may not change, which row-level
+        security hides from writes without an error."""
+        first = conn.execute(select(Run.first_sweep).where(Run.run_id == run_id)).scalar_one_or_none()
+        if first is None:
+            raise StoreError(f"run {run_id!r} is not registered (fix: register_run it before starting it)")
+        owner = conn.execute(select(Sweep.owner).where(Sweep.name == first)).scalar_one_or_none()
+        raise StorePermissionError(
+            f"store {self.url}: run {run_id!r} belongs to sweep {first!r} (owner {owner or 'unset'}), "
+            f"which this role may not change (fix: ask its owner for `scalerl db grant ROLE --sweep "
+            f"{first}`; every role may read it)"
+        )
 
     # ------------------------------------------------------------------ sweeps and runs
     def ensure_sweep(self, name: str, spec: Mapping[str, Any]) -> None:
+        """Create the sweep if missing (its spec is kept from the first call, its owner is the
+        role creating it). An existing sweep must be one this role may change (on a shared
+        PostgreSQL store: its owner's, or granted; :mod:`scalerl.db.sharing`): every command
+        that writes into a sweep (``sweep``, ``import``, a search worker, ``client.init`` of a
+        new sweep) comes here first, so a refusal names the owner before anything is written."""
         check_name(name, "sweep name")  # VARCHAR(200): PostgreSQL would refuse it, SQLite not
+        if self.dialect == "postgresql":
+            from scalerl.db.sharing import require_write
+
+            require_write(self, name, f"writing into sweep {name!r}")
 
         def tx(conn: Connection) -> None:
             if conn.execute(select(Sweep.name).where(Sweep.name == name)).first() is None:
@@ -277,7 +320,11 @@ class Store:
             if row is None:
                 raise StoreError(f"sweep {name!r} does not exist (fix: ensure_sweep it first)")
             spec = {**dict(row[0] or {}), **dict(changes)}
-            conn.execute(update(Sweep).where(Sweep.name == name).values(spec=spec))
+            if not conn.execute(update(Sweep).where(Sweep.name == name).values(spec=spec)).rowcount:
+                raise StorePermissionError(
+                    f"store {self.url}: sweep {name!r} belongs to another role, which did not grant it "
+                    f"to this one (fix: ask its owner for `scalerl db grant ROLE --sweep {name}`)"
+                )
 
         self.transaction(tx, doing=f"updating sweep {name!r}")
 
@@ -363,7 +410,10 @@ class Store:
     def set_job(self, run_id: str, executor: str, job_id: str | None) -> None:
         def tx(conn: Connection) -> None:
             self._require_run(conn, run_id)
-            conn.execute(update(Run).where(Run.run_id == run_id).values(executor=executor, job_id=job_id))
+            if not conn.execute(
+                update(Run).where(Run.run_id == run_id).values(executor=executor, job_id=job_id)
+            ).rowcount:
+                self._missing_run(conn, run_id)
 
         self.transaction(tx, doing=f"recording the job of run {run_id!r}")
 
@@ -373,7 +423,8 @@ class Store:
         def tx(conn: Connection) -> None:
             self._require_run(conn, run_id)
             values: dict[str, Any] = {"status": status, "error": scrub(error) if error else None}
-            conn.execute(update(Run).where(Run.run_id == run_id).values(**values))
+            if not conn.execute(update(Run).where(Run.run_id == run_id).values(**values)).rowcount:
+                self._missing_run(conn, run_id)
 
         self.transaction(tx, doing=f"setting the status of run {run_id!r}")
 
@@ -443,9 +494,8 @@ class Store:
                 .returning(Run.attempts, Run.first_sweep)
             ).first()  # fmt: skip
             if row is None:
-                raise StoreError(
-                    f"run {run_id!r} is not registered (fix: register_run it before starting it)"
-                )
+                self._missing_run(conn, run_id)
+            assert row is not None
             attempt, sweep = int(row[0]), str(row[1])
             deleted = 0
             if resume_step is not None:
@@ -536,7 +586,12 @@ class Store:
                 q = q.with_for_update(read=True)
             current = conn.execute(q).scalar_one_or_none()
             if current is None:
-                return "unknown_run"
+                # FOR SHARE on PostgreSQL skips a row this role may not change (row-level security).
+                visible = (
+                    self.dialect == "postgresql"
+                    and conn.execute(select(Run.attempts).where(Run.run_id == run_id)).first()
+                )
+                return "denied" if visible else "unknown_run"
             if current != attempt:
                 return "fenced"
             if rows:

@@ -100,7 +100,11 @@ class PointWriter:
         self.attempt = attempt
         self._batch_size = batch_size
         self._interval = interval
-        self._spool = SpoolFile(spool_dir(spool if spool is not None else store.spool_dir), run_id, attempt)
+        # The store's id rides on every spooled line (read now, while the store answers).
+        self._spool = SpoolFile(
+            spool_dir(spool if spool is not None else store.spool_dir), run_id, attempt,
+            store_id=store.store_id, store_url=store.url,
+        )  # fmt: skip
         self._cond = threading.Condition()
         self._pending: list[PointRow] = []
         self._added = 0  # rows accepted by add()
@@ -388,7 +392,11 @@ class PointWriter:
         if self._fenced:
             return
         self._fenced = True
-        why = "a newer attempt started" if outcome == "fenced" else "the run is not registered"
+        why = {
+            "fenced": "a newer attempt started",
+            "denied": "the store refuses this role's writes to the run (its sweep belongs to another "
+            "role, which did not grant it: `scalerl db grant`)",
+        }.get(outcome, "the run is not registered")
         log.warning(
             "run %s attempt %d: writes rejected (%s); this writer stops", self.run_id, self.attempt, why
         )

@@ -66,8 +66,8 @@ def raw(stream: TextIO) -> TextIO:
 def terminal_safe() -> Iterator[None]:
     """For the duration of a command, stdout and stderr neutralise what they are given."""
     before = sys.stdout, sys.stderr
-    sys.stdout = TerminalSafe(sys.stdout)  # type: ignore[assignment]
-    sys.stderr = TerminalSafe(sys.stderr)  # type: ignore[assignment]
+    sys.stdout = TerminalSafe(sys.stdout)
+    sys.stderr = TerminalSafe(sys.stderr)
     try:
         yield
     finally:

@@ -37,7 +37,6 @@ recipe's sweep keeps its own).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -292,7 +291,7 @@ def finish(store: Any, writer: Any, run: Attached, error: str | None) -> str:
 
     Raises StoreError when points did not reach the store (they wait in the spool; the replay
     completes the run), and ExecutionError for a run that would complete with no point at all."""
-    from scalerl.db.spool import note_finish
+    from scalerl.db.spool import defer_finish
 
     writer.close()
     if writer.fenced:
@@ -300,12 +299,8 @@ def finish(store: Any, writer: Any, run: Attached, error: str | None) -> str:
     left = writer.left_in_spool
     if left is not None:
         spool, points = left
-        # The replay stores the points and then ends the run as this attempt meant to.
-        note_finish(spool, run.run_id, run.attempt, "failed" if error else "completed", error)
-        with contextlib.suppress(StoreError):  # the store itself may be the problem
-            store.finish_run(
-                run.run_id, run.attempt, "failed", error=error or f"{points} point(s) in the spool"
-            )
+        # Failed until the replay has stored the points; then it ends as this attempt meant to.
+        defer_finish(store, writer, run.run_id, run.attempt, "failed" if error else "completed", error)
         if error is None:
             raise StoreError(
                 f"run {run.run_id}: {points} point(s) did not reach the store {store.url} and wait in "

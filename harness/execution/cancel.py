@@ -23,8 +23,11 @@ def cancel(store: Any, sweep: str, *, run_id: str | None = None, db_url: str | N
     A search (``design: optuna``) is cancelled through its study: its workers start no further
     trial and stop their running ones (:mod:`scalerl.harness.search.control`); the outcome then
     also has a ``search`` entry. ``db_url`` is the store's URL, where the study lives."""
+    from scalerl.db.sharing import require_write
     from scalerl.harness.search.control import cancel_search, search_study_name
 
+    # On a shared store, a sweep another role owns is refused here, before a job is stopped.
+    require_write(store, sweep, "cancelling its runs")
     spec = _stored_spec(store, sweep)
     study = search_study_name(sweep, spec)
     if study is not None:

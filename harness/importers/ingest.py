@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scalerl.db.limits import NAME_MAX, STEP_MAX, name_problem
-from scalerl.db.spool import note_finish
+from scalerl.db.spool import defer_finish
 from scalerl.harness.errors import ImportFormatError, StoreError
 from scalerl.harness.importers.base import ImportedCurve, check_run_names, is_step_name
 from scalerl.harness.importers.mapping import BASELINE, RunRole
@@ -317,9 +317,7 @@ def import_curves(
             # Success would be a lie (the run "completed" with none of those points).
             # When the store is gone (the run cannot be marked failed now), `scalerl db replay`
             # stores the points and then completes the run: nothing else ever would.
-            if status != "running":
-                note_finish(left[0], run_id, attempt, status)
-            _fail(store, run_id, attempt, f"{left[1]} point(s) did not reach the store")
+            defer_finish(store, writer, run_id, attempt, None if status == "running" else status, None)
             raise StoreError(
                 f"run {run!r}: {left[1]} point(s) did not reach the store {store.url} and wait in "
                 f"the spool {left[0]} (fix: see the warning above for the store's error, then "

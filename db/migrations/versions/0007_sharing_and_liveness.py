@@ -2,7 +2,9 @@
 
 - ``scalerl_meta`` (key, value): the store's identity, ``store_id``, a UUID made here once. A
   spool record carries it, so ``scalerl db replay`` into another store refuses instead of writing
-  one store's points into another's run of the same id.
+  one store's points into another's run of the same id. On PostgreSQL it and the version table
+  are readable by every role (``PUBLIC``): a reader granted SELECT on the data tables alone could
+  not open the store.
 - ``run.pid``, ``run.pid_start`` (the process's start time as the kernel counts it, with the boot
   it belongs to: a reused pid is another process) and ``run.heartbeat_at`` (bumped by the run's
   point writer while it lives): ``scalerl status`` ends a ``running`` run whose process is gone
@@ -136,6 +138,9 @@ def upgrade() -> None:
     )
     if not pg:
         return
+    # Every role that may connect may read which schema the store is at, and its id: a reader
+    # granted SELECT on the data tables alone could not even open it (exit 4).
+    op.execute("GRANT SELECT ON scalerl_version, scalerl_meta TO PUBLIC")
     schema = bind.execute(sa.text("SELECT current_schema()")).scalar_one()
     for statement in _functions(schema):
         op.execute(statement)
@@ -160,6 +165,7 @@ def downgrade() -> None:
             op.execute(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
         for fn in ("scalerl_can_write_run", "scalerl_can_write", "scalerl_owns"):
             op.execute(f"DROP FUNCTION {fn}(text)")
+        op.execute("REVOKE SELECT ON scalerl_version FROM PUBLIC")
     op.drop_table("sweep_grant")
     op.drop_column("sweep", "owner")
     for column in ("heartbeat_at", "pid_start", "pid"):

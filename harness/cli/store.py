@@ -174,7 +174,7 @@ def _grant(args: argparse.Namespace) -> int:
             sharing.set_owner(store, args.owner, args.role)
             what = f"sweep {args.owner} now belongs to role {args.role}"
         else:
-            level = "write" if args.write else "read"
+            level: sharing.Level = "write" if args.write else "read"
             sharing.grant_access(store, args.role, level)
             what = f"role {args.role} has {level} access to the store"
     finally:

@@ -62,7 +62,8 @@ def lab(pg_server: PgServer, pg_url: str) -> Iterator[Lab]:
         yield Lab(pg_url, urls["alice"], urls["bob"], urls["carol"], names)
     finally:
         pg_server.drop_database(pg_url)
-        with _connect(make_url(pg_url).set(database="postgres").render_as_string(hide_password=False)) as conn:
+        server = make_url(pg_url).set(database="postgres").render_as_string(hide_password=False)
+        with _connect(server) as conn:
             for name in names.values():
                 conn.execute(f"DROP ROLE IF EXISTS {name}")
 
@@ -140,7 +141,8 @@ def test_three_roles_read_everything_and_change_only_what_they_own_or_are_grante
         intruder.start_attempt(ids[0], executor="local")
     with pytest.raises(db.StorePermissionError):
         intruder.finish_run(ids[0], 1, "cancelled")
-    assert intruder.write_points(ids[0], 1, [(99, "val/pass_rate", 0.9, None, 1.0, None, None, None, None, None)]) == "denied"  # fmt: skip
+    row = (99, "val/pass_rate", 0.9, None, 1.0, None, None, None, None, None)
+    assert intruder.write_points(ids[0], 1, [row]) == "denied"
     csv = tmp_path / "runs.csv"
     csv.write_text("step,val/pass_rate\n1,0.1\n2,0.2\n")
     capsys.readouterr()
@@ -153,14 +155,17 @@ def test_three_roles_read_everything_and_change_only_what_they_own_or_are_grante
         assert conn.execute("DELETE FROM point WHERE run_id = %s", (ids[0],)).rowcount == 0
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(
-                "INSERT INTO point (run_id, step, metric, value, attempt) VALUES (%s, 999, 'm', 1, 1)", (ids[0],)
+                "INSERT INTO point (run_id, step, metric, value, attempt) VALUES (%s, 999, 'm', 1, 1)",
+                (ids[0],),
             )
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # only the owner grants
             conn.execute("INSERT INTO sweep_grant (sweep, grantee) VALUES ('hers', %s)", (bob,))
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # nor sets an owner
             conn.execute("UPDATE sweep SET owner = %s WHERE name = 'hers'", (bob,))
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # nor makes a sweep in her name
-            conn.execute("INSERT INTO sweep (name, spec, created_at, owner) VALUES ('fake', '{}', now(), %s)", (alice,))
+            conn.execute(
+                "INSERT INTO sweep (name, spec, created_at, owner) VALUES ('fake', '{}', now(), %s)", (alice,)
+            )
     assert _statuses(lab.admin) == before
     with _connect(lab.carol) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("UPDATE run SET status = 'cancelled'")

@@ -47,7 +47,7 @@ from typing import Any
 
 from scalerl.db.limits import NAME_MAX, STEP_MAX, name_problem
 from scalerl.db.spool import defer_finish
-from scalerl.harness.errors import ImportFormatError, StoreError
+from scalerl.harness.errors import ConfigError, ImportFormatError, StoreError
 from scalerl.harness.importers.base import ImportedCurve, check_run_names, is_step_name
 from scalerl.harness.importers.mapping import BASELINE, RunRole
 
@@ -173,6 +173,19 @@ def _check_fits(what: str, value: str, where: str) -> None:
         )
 
 
+def check_sweep_name(sweep: str) -> None:
+    """The sweep to import into is the user's argument, not the files': a name the store cannot
+    hold is a configuration error (exit 3), found before any source is read."""
+    problem = name_problem(sweep)
+    if problem is not None:
+        raise ConfigError(
+            f"sweep name {problem}",
+            field="--sweep",
+            value=sweep if isinstance(sweep, str) and len(sweep) <= 60 else str(sweep)[:57] + "...",
+            fix=f"name the sweep to import into (1 to {NAME_MAX} characters of text), e.g. --sweep old-runs",
+        )
+
+
 def _fail(store: Any, run_id: str, attempt: int, error: str) -> None:
     # The store itself may be gone: the error the caller raises next says what matters.
     with contextlib.suppress(StoreError):
@@ -230,7 +243,7 @@ def import_curves(
             "nothing to import: the sources hold no points (fix: check that the files hold logged "
             "values, not just a header, and that --metric names a logged metric)"
         )
-    _check_fits("sweep name", sweep, "--sweep")
+    check_sweep_name(sweep)
     units = {run: axis_unit or infer_unit(group[0].x_name) for run, group in by_run.items()}
     for c in curves:
         if c.steps.size and (int(c.steps.min()) < 0 or int(c.steps.max()) > STEP_MAX):

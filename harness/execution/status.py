@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scalerl.db.redaction import scrub
 from scalerl.harness.execution import liveness, provenance
 from scalerl.harness.execution.executors.base import ExecutorContext, JobHandle, JobState, get_executor
 
@@ -140,7 +141,24 @@ def sync(store: Any, sweep: str) -> dict[str, JobState]:
         # and only while it is as read, so a run that just ended keeps how it ended.
         if store.finish_run(rec.run_id, int(rec.attempts), "failed", error=reason, expect=str(rec.status)):
             log.info("run %s: %s", rec.run_id, reason)
+    _reap_search(store, sweep)
     return states
+
+
+def _reap_search(store: Any, sweep: str) -> None:
+    """A search's trials whose worker died (its run lost) are failed in its study too."""
+    from scalerl.harness.execution.cancel import _stored_spec
+    from scalerl.harness.search.control import reap_trials, search_study_name
+
+    if store.readonly:
+        return
+    study = search_study_name(sweep, _stored_spec(store, sweep))
+    if study is None:
+        return
+    try:
+        reap_trials(store, study)
+    except Exception as err:  # the study's tables may be another role's to write, or unreachable
+        log.warning("search %s: could not fail the trials of lost workers: %s", sweep, scrub(str(err)))
 
 
 def views(store: Any, sweep: str, states: Mapping[str, JobState]) -> list[RunView]:

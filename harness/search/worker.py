@@ -139,14 +139,15 @@ def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.
         if "heartbeat_stale_trial_callback" in inspect.signature(storages.RDBStorage).parameters
         else "failed_trial_callback"
     )
-    with _optuna_quiet():
-        storage = storages.RDBStorage(
+    storage = _rdb_storage(
+        lambda: storages.RDBStorage(
             url,
             engine_kwargs=kwargs,
             heartbeat_interval=sec.heartbeat_s,
             grace_period=2 * sec.heartbeat_s,
             **{hook: retry_cls(max_retry=sweep.max_retries)},  # type: ignore[arg-type]
         )
+    )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # Each worker seeds its sampler with seed + its slot (:func:`worker_slot`, unique across every
     # launch on the study): with one seed, N workers would propose the same first trials in
@@ -167,6 +168,27 @@ def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.
         for params in grid_points(sweep)[: sec.n_trials]:
             study.enqueue_trial(params, skip_if_exists=True)
     return study
+
+
+def _rdb_storage(make: Any, tries: int = 5) -> Any:
+    """Optuna's RDBStorage, made once the database lets it: on a fresh database, two searches (or
+    two workers) starting at once both create Optuna's tables and stamp its schema version, and
+    the second one fails (SQLite: ``UNIQUE constraint failed: alembic_version.version_num``; a
+    table that "already exists"). The first one's tables are then there: trying again loads them."""
+    import random
+
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    for attempt in range(tries):
+        try:
+            with _optuna_quiet():
+                return make()
+        except (IntegrityError, OperationalError, ProgrammingError) as err:
+            racing = isinstance(err, IntegrityError) or "already exists" in str(err) or "locked" in str(err)
+            if not racing or attempt == tries - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1) * (0.5 + random.random()))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def grid_points(sweep: SweepSpec) -> list[dict[str, Any]]:

@@ -185,3 +185,23 @@ def test_three_roles_read_everything_and_change_only_what_they_own_or_are_grante
     capsys.readouterr()
     assert main(["db", "access", "hers", lab.carol]) == 0
     assert f"owner {alice}; granted to nobody" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_registering_a_run_another_process_just_registered_is_no_error(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """Was: several processes attaching one new run at once on PostgreSQL: each read that the run
+    (and its sweep) did not exist, each inserted, and all but one died on a duplicate key. Here
+    the second registration reads before the first one's commit (the read finds nothing) and
+    inserts after it, deterministically."""
+    from scalerl.db import store as store_module
+
+    url = f"sqlite:///{tmp_path / 's.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    store = db.open_store(url)
+    record = RunRecord("r-s0", "new-sweep", "baseline", 0, {"lr": 1}, "h")
+    assert store.register_run(record) is True  # the first process
+    monkeypatch.setattr(store_module, "_existing", lambda *_a, **_k: set())  # the second one's read
+    assert store.register_run(record) is False  # not new, and no IntegrityError
+    assert store.register_runs([record, RunRecord("r-s1", "new-sweep", "baseline", 1, {"lr": 1}, "h")]) == 1
+    assert sorted(queries.runs(store, "new-sweep")["run_id"]) == ["r-s0", "r-s1"]

@@ -115,9 +115,10 @@ def become_subreaper() -> bool:
     return _subreaper
 
 
-def _proc_table() -> dict[int, tuple[int, int, bytes]]:
-    """pid -> (parent pid, session id, environment) of every process this user may read."""
-    out: dict[int, tuple[int, int, bytes]] = {}
+def _proc_table() -> dict[int, tuple[int, int, bytes, int]]:
+    """pid -> (parent pid, session id, environment, start time in clock ticks since boot) of every
+    live process this user may read."""
+    out: dict[int, tuple[int, int, bytes, int]] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -137,8 +138,16 @@ def _proc_table() -> dict[int, tuple[int, int, bytes]]:
                 env = b""
         except (OSError, IndexError):
             continue
-        out[int(name)] = (int(fields[1]), int(fields[3]), env)
+        out[int(name)] = (int(fields[1]), int(fields[3]), env, int(fields[19]))
     return out
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class ProcessGroup:
@@ -166,6 +175,9 @@ class ProcessGroup:
             start_new_session=True,
         )
         self.pgid = self.proc.pid  # a session leader's pid is its group id
+        # Only an orphan born after the command can be one of its own (a server this process
+        # started earlier, daemonised and re-parented to it as subreaper, is not).
+        self._born = _start_ticks(self.proc.pid)
         self._ended = False
         self._watch_w: int | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
@@ -214,18 +226,25 @@ class ProcessGroup:
     def strays(self) -> list[int]:
         """The command's processes outside its group: those carrying its tag, every descendant of
         the command, and the orphans re-parented to this (subreaper) process from another session
-        than ours (whatever a command's child started with ``setsid`` and left behind)."""
+        than ours, born after the command (whatever a child of the command started with
+        ``setsid`` and left behind, even with its environment cleared; not a daemon this process
+        started earlier, such as a database server)."""
         table = _proc_table()
         me, watchdog = os.getpid(), self._watchdog.pid if self._watchdog is not None else -1
         own_session = os.getsid(0)
         tag = self.tag.encode()
+        born = self._born
+
+        def orphan(ppid: int, sid: int, started: int) -> bool:
+            return ppid == me and sid != own_session and born is not None and started >= born
+
         roots = {self.proc.pid} | {
             pid
-            for pid, (ppid, sid, env) in table.items()
-            if pid not in (me, watchdog) and (tag in env.split(b"\0") or (ppid == me and sid != own_session))
+            for pid, (ppid, sid, env, started) in table.items()
+            if pid not in (me, watchdog) and (tag in env.split(b"\0") or orphan(ppid, sid, started))
         }
         children: dict[int, list[int]] = {}
-        for pid, (ppid, _, _) in table.items():
+        for pid, (ppid, *_) in table.items():
             children.setdefault(ppid, []).append(pid)
         found: set[int] = set()
         todo = [p for p in roots if p in table]

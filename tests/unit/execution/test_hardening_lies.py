@@ -7,6 +7,7 @@ several start at once to keep the wall time down."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -261,3 +262,30 @@ def test_a_sigkilled_search_worker_leaves_its_trial_and_run_failed(tmp_path: Pat
 
     study = optuna.load_study(study_name="srch", storage=url)
     assert [t.state.name for t in study.trials] == ["FAIL"]
+
+
+def test_ending_a_command_spares_a_daemon_this_process_started_before_it() -> None:
+    """The subreaper inherits every orphan, a database server started (and daemonised) earlier
+    included: ending a command must not end that (the first version ended the tests' PostgreSQL)."""
+    from scalerl.harness.execution.runners.procgroup import ProcessGroup, become_subreaper
+
+    assert become_subreaper()
+    spawn = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                     start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(p.pid)"
+    )
+    # Double-forked into its own session: when its parent exits it is re-parented to this process.
+    daemon = subprocess.run([sys.executable, "-c", spawn], capture_output=True, text=True, check=True)
+    pid = int(daemon.stdout)
+    try:
+        time.sleep(0.05)
+        with ProcessGroup([sys.executable, "-c", "pass"], env=dict(os.environ), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL) as group:  # fmt: skip
+            group.proc.wait(timeout=30)
+        assert not _wait_dead(pid, timeout_s=0.5), "a daemon born before the command was ended with it"
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)

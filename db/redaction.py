@@ -128,6 +128,10 @@ def scrub(text: str) -> str:
     return "".join(out)
 
 
+_NAME_FIELDS = ("name", "key", "Name", "Key")
+_VALUE_FIELDS = ("value", "val", "Value")
+
+
 def redact_value(value: Any, key: str | None = None) -> Any:
     """``value`` (plain data: a config, a run's params and tags) with every secret masked: the
     value under a key that names a secret (:func:`is_secret_key`) becomes ``***``, every string
@@ -138,7 +142,12 @@ def redact_value(value: Any, key: str | None = None) -> Any:
     if isinstance(value, str):
         return scrub(value)
     if isinstance(value, Mapping):
-        return {k: redact_value(v, str(k)) for k, v in value.items()}
+        # ``{"name": "WANDB_API_KEY", "value": "..."}`` (a Kubernetes or Slurm env entry): the
+        # secret's name is a sibling's value.
+        named = next((value[k] for k in _NAME_FIELDS if isinstance(value.get(k), str)), None)
+        hidden = isinstance(named, str) and is_secret_key(named)
+        return {k: MASK if hidden and k in _VALUE_FIELDS and value[k] not in (None, "")
+                else redact_value(v, str(k)) for k, v in value.items()}  # fmt: skip
     if isinstance(value, list | tuple):
         return [redact_value(v) for v in value]
     return value

@@ -22,6 +22,7 @@ import math
 import os
 import re
 import stat
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,8 +98,8 @@ class SpoolFile:
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         # Lock under a name replay ignores, then rename: replay can never see it unlocked.
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        tmp = self.path.with_suffix(".tmp")  # unique (pid + random): created, never opened
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.rename(tmp, self.path)
         _fsync_dir(self.directory)
@@ -202,19 +203,38 @@ def check_row(row: Any) -> tuple[PointRow | None, str | None]:
 
 def _write_quarantine(root: Path, source: Path, bad: list[dict[str, Any]]) -> Path:
     """Write (atomically, replacing an earlier one of the same spool file) the set-aside records."""
-    folder = root / QUARANTINE_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _real_dir(root / QUARANTINE_DIR)
     target = folder / source.name
-    tmp = target.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        for record in bad:
-            fh.write(json.dumps(record, default=repr) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
-    _fsync_dir(folder)
+    _replace_private(target, "".join(json.dumps(record, default=repr) + "\n" for record in bad))
     return target
+
+
+def _real_dir(folder: Path) -> Path:
+    """``folder``, made if missing; a symlink (or anything but a folder) there is refused: what is
+    written below it must land here, not where someone pointed it (a spool folder in /tmp)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink() or not folder.is_dir():
+        raise StoreError(
+            f"{folder} is a symlink or not a folder; nothing is written through it (fix: remove it)"
+        )
+    return folder
+
+
+def _replace_private(target: Path, text: str) -> None:
+    """Write ``text`` to a new private temporary file beside ``target`` (``mkstemp``: created
+    exclusively, so never through a planted symlink, and never truncating anyone's file) and swap
+    it in with ``os.replace``, which replaces a symlink at ``target`` rather than follow it."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)
 
 
 def _write_or_isolate(
@@ -363,16 +383,9 @@ def note_finish(
     still in the ``interim`` status its writer left it in meanwhile (:func:`defer_finish`), and
     only in the store ``store_id`` names."""
     sidecar = spool_file.with_name(spool_file.name + FINISH_SUFFIX)
-    tmp = sidecar.with_name(sidecar.name + ".tmp")
     body = {"run_id": run_id, "attempt": attempt, "status": status, "error": error, "store": store_id,
             "interim": interim}  # fmt: skip
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(body))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, sidecar)
-    _fsync_dir(sidecar.parent)
+    _replace_private(sidecar, json.dumps(body))
     return sidecar
 
 

@@ -15,7 +15,9 @@ spelling and never belong in a config. A ``set`` (or ``frozenset``) is written a
 its items sorted by their canonical text: its iteration order changes with each process's string
 hash seed, which gave one config a different run id in every process of a job array. Any other
 type is identified by its text (a YAML date), and refused when that text is Python's default
-repr (``<Thing object at 0x7f...>``: a memory address, another id in every process).
+repr (``<Thing object at 0x7f...>``: a memory address, another id in every process); a numpy
+array by its whole text (never ``str()``'s elided ``[0 1 2 ... 4999]``). Two keys with one
+text (``1`` and ``"1"``) are refused: JSON would keep one of them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +38,19 @@ RUN_ID_HEX = 16
 
 # Python's default object repr: ``<pkg.Thing object at 0x7f3a...>``.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+
+
+def _array_text(value: Any) -> str:
+    """A numpy value's text with numpy's default print options, whatever the program set, and
+    never elided: ``str()`` of a large array is ``[0 1 2 ... 4997 4998 4999]``, the same for
+    arrays that differ in the middle. A value short enough to print whole keeps its usual text."""
+    import numpy as np
+
+    with np.printoptions(
+        threshold=sys.maxsize, precision=8, edgeitems=3, linewidth=75, suppress=False, nanstr="nan",
+        infstr="inf", sign="-", floatmode="maxprec", legacy=False,
+    ):  # fmt: skip
+        return str(value)
 
 
 def _key(key: Any) -> str:
@@ -58,7 +74,21 @@ def _canonical(value: Any, path: str) -> Any:
             return int(value)
         return value
     if isinstance(value, Mapping):
-        return {_key(k): _canonical(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        keys: dict[str, Any] = {}
+        for k, v in value.items():
+            text = _key(k)
+            if text in keys:
+                # {1: a, "1": b}: JSON has one spelling for both, so the config would lose one of
+                # them and hash as another config.
+                raise ConfigError(
+                    f"keys {keys[text]!r} and {k!r} are one key in a config's JSON",
+                    field=path or None,
+                    fix="give every key its own text (a config's keys are strings)",
+                )
+            keys[text] = k
+            out[text] = _canonical(v, f"{path}.{k}" if path else str(k))
+        return out
     if isinstance(value, list | tuple):
         return [_canonical(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, set | frozenset):
@@ -68,7 +98,7 @@ def _canonical(value: Any, path: str) -> Any:
         return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, ensure_ascii=True))
     # Anything else (a YAML date in task.params, say) is identified by its text, unless that text
     # is Python's default repr: it holds a memory address, so it differs in every process.
-    text = str(value)
+    text = _array_text(value) if type(value).__module__ == "numpy" else str(value)
     if _ADDRESS.search(text):
         raise ConfigError(
             f"a {type(value).__name__} in a config has no stable text (its str() is {text[:80]!r}, "

@@ -201,3 +201,14 @@ def test_imported_params_and_tags_are_stored_with_their_secrets_masked(tmp_path:
         assert secret not in text
     assert config["params"]["lr"] == "3e-4" and config["params"]["max_tokens"] == "512"
     assert config["params"]["db_url"] == "postgresql://lab:***@db/runs"
+
+
+def test_a_secret_named_by_a_sibling_field_is_masked() -> None:
+    """Second pass: a Kubernetes-style env entry names its secret in ``name``, not in its key."""
+    from scalerl.db.redaction import redact_value
+
+    env = [{"name": "WANDB_API_KEY", "value": "0123456789abcdef0123456789abcdef01234567"},
+           {"name": "OMP_NUM_THREADS", "value": "4"}]  # fmt: skip
+    assert redact_value({"env": env}) == {
+        "env": [{"name": "WANDB_API_KEY", "value": "***"}, {"name": "OMP_NUM_THREADS", "value": "4"}]
+    }

@@ -211,3 +211,34 @@ def test_a_wandb_run_file_that_is_a_fifo_is_reported(
     assert code == 7
     err = capsys.readouterr().err
     assert "not-regular-file 1" in err and "run-abc123.wandb: a FIFO, not a regular file" in err
+
+
+def test_configs_that_differ_never_share_an_id() -> None:
+    """Second pass: ``{1: a, "1": b}`` lost a key to JSON; two arrays differing in the middle had
+    one text (numpy elides it), so one id."""
+    import numpy as np
+
+    with pytest.raises(ConfigError, match="are one key in a config's JSON"):
+        canonical_json({1: "a", "1": "b"})
+    a, b = np.arange(5000), np.arange(5000)
+    b[2500] = -1
+    assert canonical_json({"w": a}) != canonical_json({"w": b})
+    assert canonical_json({"w": np.arange(3)}) == '{"w":"[0 1 2]"}'  # a short array keeps its text
+
+
+def test_a_symlink_planted_in_the_spool_folder_is_never_written_through(tmp_path: Path) -> None:
+    """Second pass: a spool folder in /tmp, a symlink planted at the quarantine file's name."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = db.open_store(url)
+    store.register_run(RunRecord("r-s0", "s", "v", 0, {}, "h"))
+    store.start_attempt("r-s0")
+    folder = spool_dir()
+    (folder / "quarantine").mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    for name in ("x.jsonl", "x.tmp", "x.jsonl.tmp"):
+        (folder / "quarantine" / name).symlink_to(victim)
+    (folder / "x.jsonl").write_text("not json\n")
+    db.replay(store)
+    assert victim.read_text() == "keep"
+    assert (folder / "quarantine" / "x.jsonl").read_text().startswith('{"line": 1')

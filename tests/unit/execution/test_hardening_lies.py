@@ -98,7 +98,10 @@ def _start(folder: Path, url: str, sweep: str, mode: str, tail: str) -> subproce
 
 
 def _run_of(url: str, sweep: str) -> Any:
-    store = db.open_store(url, readonly=True)
+    try:
+        store = db.open_store(url, readonly=True)
+    except db.StoreError:  # not made yet (a process is creating it)
+        return None
     try:
         runs = queries.runs(store, sweep)
         return None if runs.empty else store.get_run(str(runs["run_id"].iloc[0]))

@@ -43,7 +43,8 @@ class Sweep(Base):
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # The database role that created it (PostgreSQL's current_user, set by the database; 0007).
-    # NULL on SQLite and for sweeps made before 0007. Who may change it: README, "Sharing a store".
+    # On PostgreSQL a sweep made before 0007 belongs to the role that ran the migration (the store's
+    # administrator); NULL on SQLite. Who may change it: README, "Sharing a store".
     owner: Mapped[str | None] = mapped_column(String(200))
 
 

@@ -41,7 +41,7 @@ _ROLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$.\-]{0,62}$")
 
 @dataclass(frozen=True)
 class SweepAccess:
-    """Who may change a sweep: its owner (None: made before 0007 or on SQLite) and grantees."""
+    """Who may change a sweep: its owner (None on SQLite) and grantees."""
 
     sweep: str
     owner: str | None
@@ -134,7 +134,7 @@ def require_write(store: Store, sweep: str, doing: str) -> None:
         return
     who = access(store, sweep)
     me = current_role(store)
-    owner = who.owner or "nobody yet (made before sharing; the store's administrator assigns it)"
+    owner = who.owner or "nobody (the store's administrator assigns an owner)"
     raise StorePermissionError(
         f"store {store.url}: role {me!r} may not change sweep {sweep!r} ({doing}): it belongs to "
         f"{owner}"
@@ -180,8 +180,8 @@ def revoke_sweep(store: Store, sweep: str, role: str) -> bool:
 
 
 def set_owner(store: Store, sweep: str, role: str) -> None:
-    """Hand ``sweep`` to ``role`` (the administrator: e.g. a sweep made before 0007, whose owner
-    is NULL, or one whose owner left the lab)."""
+    """Hand ``sweep`` to ``role`` (the administrator: e.g. a sweep made before 0007, which the
+    migration gave to the administrator, or one whose owner left the lab)."""
     _postgres(store, "setting a sweep's owner")
     _role(role)
 

@@ -50,6 +50,7 @@ def test_a_slot_lock_is_opened_without_truncating_it(slots: Path) -> None:
     fh = local_files.acquire_slot(1)
     assert fh is not None
     try:
+        assert fh.name == str(folder / "slot0.lock")  # the holder is recorded by the slot's name
         assert (folder / "slot0.lock").read_text() == '{"held": "by someone"}'
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     finally:

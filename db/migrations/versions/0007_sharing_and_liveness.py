@@ -9,9 +9,10 @@
   it belongs to: a reused pid is another process) and ``run.heartbeat_at`` (bumped by the run's
   point writer while it lives): ``scalerl status`` ends a ``running`` run whose process is gone
   from this host, or whose heartbeat stopped elsewhere. NULL for runs written before: never judged.
-- ``sweep.owner``: the database role that created the sweep (PostgreSQL: ``DEFAULT current_user``;
-  NULL on SQLite, whose file permissions are its only access control, and on sweeps created
-  before this revision, which only the store's administrator may change until given an owner).
+- ``sweep.owner``: the database role that created the sweep (PostgreSQL: ``DEFAULT current_user``,
+  so a sweep created before this revision belongs to the role that runs it: the store's
+  administrator, who hands it over with ``scalerl db grant ROLE --owner SWEEP``; NULL on SQLite,
+  whose file permissions are its only access control).
 - ``sweep_grant`` (sweep, grantee, granted_by, created_at): the roles, besides the owner, that
   may change a sweep (``scalerl db grant``).
 - PostgreSQL only: row-level security on every table a sweep's data lives in. Every role may

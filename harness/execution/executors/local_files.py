@@ -95,7 +95,8 @@ def try_lock(path: Path) -> IO[str] | None:
     """An exclusive non-blocking flock on ``path`` (opened by :func:`open_lock_file`); the open
     file holds it until closed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fh = os.fdopen(open_lock_file(path), "r+")
+    # Through open()'s opener, so the file object keeps its name (the slot's holder reads it).
+    fh = open(path, "r+", opener=lambda name, _flags: open_lock_file(Path(name)))  # noqa: SIM115
     try:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

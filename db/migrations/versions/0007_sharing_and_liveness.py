@@ -79,6 +79,10 @@ $$""",
 def _policies(schema: str) -> list[str]:
     q = f'"{schema}"'
     can, can_run, owns = f"{q}.scalerl_can_write", f"{q}.scalerl_can_write_run", f"{q}.scalerl_owns"
+    writable_runs = (
+        f"SELECT r.run_id FROM {q}.run r WHERE r.first_sweep IN "
+        f"(SELECT s.name FROM {q}.sweep s WHERE {can}(s.name))"
+    )
     out = [
         # sweep: created as oneself; changed by its owner or a grantee; deleted by its owner.
         "CREATE POLICY scalerl_read ON sweep FOR SELECT USING (true)",
@@ -90,8 +94,10 @@ def _policies(schema: str) -> list[str]:
         f"CREATE POLICY scalerl_write ON run FOR ALL USING ({can}(first_sweep)) "
         f"WITH CHECK ({can}(first_sweep))",
         "CREATE POLICY scalerl_read ON point FOR SELECT USING (true)",
-        f"CREATE POLICY scalerl_write ON point FOR ALL USING ({can_run}(run_id)) "
-        f"WITH CHECK ({can_run}(run_id))",
+        # Points are written 20,000 to a statement: the runs this role may change are found once
+        # per statement (an uncorrelated subquery, hashed) rather than once per point (28x slower).
+        f"CREATE POLICY scalerl_write ON point FOR ALL USING (run_id IN ({writable_runs})) "
+        f"WITH CHECK (run_id IN ({writable_runs}))",
         # event: append-only; a store-wide event (no sweep, no run) is anyone's to log.
         "CREATE POLICY scalerl_read ON event FOR SELECT USING (true)",
         "CREATE POLICY scalerl_append ON event FOR INSERT WITH CHECK (CASE "

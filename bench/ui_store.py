@@ -32,9 +32,12 @@ def build_store(url: str, runs: int, points: int, variants: int = 100) -> float:
     store = db.open_store(url)
     store.ensure_sweep(
         SWEEP,
-        {"design": "loo", "executor": "local",
-         "fit": {"metric": METRIC, "axis": "flops", "window": {"fraction": 0.1}, "margin": 0.02}},
-    )  # fmt: skip
+        {
+            "design": "loo",
+            "executor": "local",
+            "fit": {"metric": METRIC, "axis": "flops", "window": {"fraction": 0.1}, "margin": 0.02},
+        },
+    )
     rng = np.random.default_rng(0)
     flops = np.geomspace(1e13, 3e16, points)
     seeds = max(runs // variants, 1)
@@ -44,9 +47,18 @@ def build_store(url: str, runs: int, points: int, variants: int = 100) -> float:
         variant = "baseline" if v == 0 else f"loo-knob{v}"
         a, b = 0.6 - 0.0004 * v, 1.4 - 0.002 * v
         run_id = f"{SWEEP}-{variant}-s{seed}"
-        store.register_run(RunRecord(run_id=run_id, sweep=SWEEP, variant=variant, seed=seed, config={},
-                                     config_hash=f"{r:016x}", knob=None if v == 0 else f"knob{v}",
-                                     alternative=None if v == 0 else "alt"))  # fmt: skip
+        store.register_run(
+            RunRecord(
+                run_id=run_id,
+                sweep=SWEEP,
+                variant=variant,
+                seed=seed,
+                config={},
+                config_hash=f"{r:016x}",
+                knob=None if v == 0 else f"knob{v}",
+                alternative=None if v == 0 else "alt",
+            )
+        )
         attempt = store.start_attempt(run_id, executor="local")
         values = sigmoid_curve(flops, 0.05, a, b, 1e15) + rng.normal(0, 0.019, points)
         writer = store.writer(run_id, attempt)

@@ -29,13 +29,35 @@ if TYPE_CHECKING:
 
 # Per-run columns a live view shows (no config: it can be large, and it never changes for a run id).
 RUN_ROW_COLUMNS: tuple[str, ...] = (
-    "run_id", "variant", "knob", "alternative", "seed", "status", "attempts", "executor", "job_id",
-    "host", "created_at", "started_at", "ended_at", "error", "provenance",
-)  # fmt: skip
+    "run_id",
+    "variant",
+    "knob",
+    "alternative",
+    "seed",
+    "status",
+    "attempts",
+    "executor",
+    "job_id",
+    "host",
+    "created_at",
+    "started_at",
+    "ended_at",
+    "error",
+    "provenance",
+)
 # The columns of a point row, in the order :func:`points_after` and :func:`run_points` return them.
 POINT_ROW_COLUMNS: tuple[str, ...] = (
-    "run_id", "step", "value", "nonfinite", "gpu_hours", "flops", "tokens", "samples", "wall_s", "n",
-)  # fmt: skip
+    "run_id",
+    "step",
+    "value",
+    "nonfinite",
+    "gpu_hours",
+    "flops",
+    "tokens",
+    "samples",
+    "wall_s",
+    "n",
+)
 _MEMBER = frozenset({"variant", "knob", "alternative"})
 _UNION_PARTS = 100  # selects per UNION ALL (SQLite allows 500 compound terms)
 _IN_CHUNK = 500  # ids per IN list (under every driver's bound-parameter limit)
@@ -100,10 +122,17 @@ def run_row(store: Store, run_id: str) -> dict[str, Any] | None:
     cols = [getattr(Run, c) for c in RUN_ROW_COLUMNS if c not in _MEMBER] + [Run.config]
 
     def fn(conn: Connection) -> dict[str, Any] | None:
-        row = conn.execute(select(*cols, Run.variant, Run.knob, Run.alternative).where(Run.run_id == run_id)).first()
+        row = conn.execute(
+            select(*cols, Run.variant, Run.knob, Run.alternative).where(Run.run_id == run_id)
+        ).first()
         if row is None:
             return None
-        names = [c for c in RUN_ROW_COLUMNS if c not in _MEMBER] + ["config", *sorted(_MEMBER)]
+        names = [c for c in RUN_ROW_COLUMNS if c not in _MEMBER] + [
+            "config",
+            "variant",
+            "knob",
+            "alternative",
+        ]
         d = dict(zip(names, row, strict=True))
         d["sweeps"] = sorted(
             conn.execute(select(SweepRun.sweep).where(SweepRun.run_id == run_id)).scalars().all()

@@ -21,19 +21,38 @@ def register(sub: argparse._SubParsersAction) -> None:
             "extra (pip install 'scalerl-harness[ui]')."
         ),
     )
-    p.add_argument("--db", default=None, metavar="URL",
-                   help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)")  # fmt: skip
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default: %(default)s, this machine only)")  # fmt: skip
+    p.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)",
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s, this machine only)"
+    )
     p.add_argument("--port", type=whole(1, 65535), default=8765, help="port (default: %(default)s)")
-    p.add_argument("--new-token", action="store_true",
-                   help="generate a token, print it once, and require it on every request")  # fmt: skip
-    p.add_argument("--refresh", type=real(0.2, 3600.0), default=2.0, metavar="S",
-                   help="seconds between a page's updates (default: %(default)s)")  # fmt: skip
-    p.add_argument("--no-fit", action="store_true",
-                   help="show the fits `scalerl fit` stored, never fit in the view")  # fmt: skip
-    p.add_argument("--boot", type=positive_int, default=200, metavar="N",
-                   help="bootstrap replicates of the view's fits (default: %(default)s, as `scalerl fit`)")  # fmt: skip
+    p.add_argument(
+        "--new-token",
+        action="store_true",
+        help="generate a token, print it once, and require it on every request",
+    )
+    p.add_argument(
+        "--refresh",
+        type=real(0.2, 3600.0),
+        default=2.0,
+        metavar="S",
+        help="seconds between a page's updates (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-fit", action="store_true", help="show the fits `scalerl fit` stored, never fit in the view"
+    )
+    p.add_argument(
+        "--boot",
+        type=positive_int,
+        default=200,
+        metavar="N",
+        help="bootstrap replicates of the view's fits (default: %(default)s, as `scalerl fit`)",
+    )
     p.set_defaults(func=run_ui)
 
 
@@ -50,7 +69,13 @@ def run_ui(args: argparse.Namespace) -> int:
 
     access = check_bind(args.host, new_token=args.new_token)  # before the store is opened
     serve(
-        args.db, access, port=args.port, refresh_s=args.refresh, fits=not args.no_fit, n_boot=args.boot,
-        verbose=args.verbose, announce=lambda line: print(line, flush=True),
-    )  # fmt: skip
+        args.db,
+        access,
+        port=args.port,
+        refresh_s=args.refresh,
+        fits=not args.no_fit,
+        n_boot=args.boot,
+        verbose=args.verbose,
+        announce=lambda line: print(line, flush=True),
+    )
     return 0

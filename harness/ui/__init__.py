@@ -56,7 +56,9 @@ def serve(
 
     def preload() -> None:
         try:
-            sweeps = sorted(viewer.sweeps(), key=lambda s: s["last_event"] or s["created_at"] or "", reverse=True)
+            sweeps = sorted(
+                viewer.sweeps(), key=lambda s: s["last_event"] or s["created_at"] or "", reverse=True
+            )
             for s in sweeps[:PRELOAD]:
                 viewer.view(s["name"], None, None)
         except Exception as err:  # a sweep that cannot be read yet is read when a page asks
@@ -64,7 +66,13 @@ def serve(
 
     threading.Thread(target=preload, name="scalerl-ui-preload", daemon=True).start()
     config = uvicorn.Config(
-        app, host=host, port=port, log_config=None, access_log=verbose, lifespan="on",
-        log_level="debug" if verbose else "warning", timeout_graceful_shutdown=2,
-    )  # fmt: skip
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=verbose,
+        lifespan="on",
+        log_level="debug" if verbose else "warning",
+        timeout_graceful_shutdown=2,
+    )
     uvicorn.Server(config).run()

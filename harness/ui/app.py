@@ -54,7 +54,9 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 class Viewer:
     """The app's state: the read-only store, the sweeps' live views, the fit worker."""
 
-    def __init__(self, url: str | None, *, fits: bool = True, n_boot: int = 200, refresh_s: float = 2.0) -> None:
+    def __init__(
+        self, url: str | None, *, fits: bool = True, n_boot: int = 200, refresh_s: float = 2.0
+    ) -> None:
         from scalerl import db
         from scalerl.db.engine import resolve_url
 
@@ -85,12 +87,19 @@ class Viewer:
         frame = list_sweeps(db=self.url)
         out = []
         for r in frame.to_dict("records"):
-            out.append({
-                "name": r["name"], "source": r["source"], "design": r["design"], "metric": r["metric"],
-                "axis": r["axis"], "runs": int(r["n_runs"]),
-                **{g: int(r[g]) for g in ("completed", "running", "waiting", "failed", "stopped")},
-                "created_at": _iso(r["created_at"]), "last_event": _iso(r["last_event"]),
-            })  # fmt: skip
+            out.append(
+                {
+                    "name": r["name"],
+                    "source": r["source"],
+                    "design": r["design"],
+                    "metric": r["metric"],
+                    "axis": r["axis"],
+                    "runs": int(r["n_runs"]),
+                    **{g: int(r[g]) for g in ("completed", "running", "waiting", "failed", "stopped")},
+                    "created_at": _iso(r["created_at"]),
+                    "last_event": _iso(r["last_event"]),
+                }
+            )
         return out
 
     def view(self, name: str, metric: str | None, axis: str | None) -> Any:
@@ -115,10 +124,15 @@ class Viewer:
                 raise LookupError(f"no sweep {name!r} in this store")
             row = match.iloc[0]
             made = SweepLive(
-                self.store, name, metric=metric or str(row["metric"]), axis=axis or str(row["axis"]),
-                spec=dict(row["spec"] or {}), fitter=self.worker.submit if self.worker else None,
-                n_boot=self.n_boot, min_refresh_s=min(1.0, self.refresh_s / 2),
-            )  # fmt: skip
+                self.store,
+                name,
+                metric=metric or str(row["metric"]),
+                axis=axis or str(row["axis"]),
+                spec=dict(row["spec"] or {}),
+                fitter=self.worker.submit if self.worker else None,
+                n_boot=self.n_boot,
+                min_refresh_s=min(1.0, self.refresh_s / 2),
+            )
             with self._lock:
                 self._views[key] = made
                 while len(self._views) > MAX_VIEWS:
@@ -134,10 +148,14 @@ def _iso(value: Any) -> str | None:
     return iso(value)
 
 
-def run_payload(viewer: Viewer, run_id: str, metric: str | None, after: int, log_size: int | None) -> dict[str, Any]:
+def run_payload(
+    viewer: Viewer, run_id: str, metric: str | None, after: int, log_size: int | None
+) -> dict[str, Any]:
     """A run page's data: the run, its points past ``after`` (``-1``: from the start, drawn at
     most :data:`RUN_DRAW`, tabled at most the last :data:`RUN_TABLE_ROWS`), and its log tail
     when the log's size is not ``log_size``."""
+    import numpy as np
+
     from scalerl.db import live as store_live
     from scalerl.harness.execution.provenance import short
     from scalerl.harness.ui.live import floats, iso
@@ -160,18 +178,36 @@ def run_payload(viewer: Viewer, run_id: str, metric: str | None, after: int, log
         draw = [pts[i] for i in display_indices(steps, values, RUN_DRAW)]
     prov = row.get("provenance")
     out: dict[str, Any] = {
-        "run_id": row["run_id"], "sweeps": row["sweeps"], "variant": row["variant"], "knob": row["knob"],
-        "alternative": row["alternative"], "seed": row["seed"], "status": row["status"],
-        "attempts": row["attempts"], "executor": row["executor"], "job_id": row["job_id"], "host": row["host"],
-        "created_at": iso(row["created_at"]), "started_at": iso(row["started_at"]),
-        "ended_at": iso(row["ended_at"]), "error": scrub(str(row["error"])) if row["error"] else None,
-        "code": short(prov if isinstance(prov, dict) else None), "provenance": redact_config(prov),
-        "config": redact_config(row["config"]), "metric": metric, "metrics": metrics,
-        "columns": list(columns), "table": table,
-        "draw": {"step": [int(r[1]) for r in draw], "value": floats([np.nan if r[2] is None else r[2] for r in draw])}
-        if draw else {"step": [], "value": []},
+        "run_id": row["run_id"],
+        "sweeps": row["sweeps"],
+        "variant": row["variant"],
+        "knob": row["knob"],
+        "alternative": row["alternative"],
+        "seed": row["seed"],
+        "status": row["status"],
+        "attempts": row["attempts"],
+        "executor": row["executor"],
+        "job_id": row["job_id"],
+        "host": row["host"],
+        "created_at": iso(row["created_at"]),
+        "started_at": iso(row["started_at"]),
+        "ended_at": iso(row["ended_at"]),
+        "error": scrub(str(row["error"])) if row["error"] else None,
+        "code": short(prov if isinstance(prov, dict) else None),
+        "provenance": redact_config(prov),
+        "config": redact_config(row["config"]),
+        "metric": metric,
+        "metrics": metrics,
+        "columns": list(columns),
+        "table": table,
+        "draw": {
+            "step": [int(r[1]) for r in draw],
+            "value": floats([np.nan if r[2] is None else r[2] for r in draw]),
+        }
+        if draw
+        else {"step": [], "value": []},
         "last_step": int(pts[-1][1]) if pts else after,
-    }  # fmt: skip
+    }
     out.update(_log_tail(viewer, run_id, log_size))
     return out
 
@@ -215,17 +251,23 @@ def create_app(viewer: Viewer, access: Access) -> Any:
     def static(request: Request) -> Response:
         name = request.path_params["name"]
         if name == "plotly.min.js":
-            return FileResponse(plotly_js(), media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
+            return FileResponse(
+                plotly_js(), media_type="text/javascript", headers={"Cache-Control": "max-age=86400"}
+            )
         if name not in ("ui.js", "ui.css"):
             return JSONResponse({"error": "not found"}, status_code=404)
         kind = "text/javascript" if name.endswith(".js") else "text/css"
         return FileResponse(STATIC / name, media_type=kind, headers={"Cache-Control": "no-cache"})
 
     def info(request: Request) -> Response:
-        return JSONResponse({
-            "store": viewer.shown_url, "backend": viewer.backend, "refresh_s": viewer.refresh_s,
-            "fits": viewer.worker is not None,
-        })  # fmt: skip
+        return JSONResponse(
+            {
+                "store": viewer.shown_url,
+                "backend": viewer.backend,
+                "refresh_s": viewer.refresh_s,
+                "fits": viewer.worker is not None,
+            }
+        )
 
     def sweeps(request: Request) -> Response:
         return JSONResponse({"sweeps": viewer.sweeps(), "store": viewer.shown_url})
@@ -258,10 +300,16 @@ def create_app(viewer: Viewer, access: Access) -> Any:
         return JSONResponse(got)
 
     routes = [
-        Route("/", page), Route("/sweep", page), Route("/run", page),
-        Route("/static/{name}", static), Route("/api/info", info), Route("/api/sweeps", sweeps),
-        Route("/api/sweep", sweep), Route("/api/run", run),
-    ]  # fmt: skip
+        Route("/", page),
+        Route("/sweep", page),
+        Route("/run", page),
+        Route("/static/{name}", static),
+        Route("/api/info", info),
+        Route("/api/sweeps", sweeps),
+        Route("/api/sweep", sweep),
+        Route("/api/run", run),
+    ]
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         try:
@@ -279,7 +327,9 @@ def plotly_js() -> Path:
 
     path = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
     if not path.is_file():
-        raise HarnessError(f"the plotly package at {path.parent} ships no plotly.min.js (fix: pip install -U plotly)")
+        raise HarnessError(
+            f"the plotly package at {path.parent} ships no plotly.min.js (fix: pip install -U plotly)"
+        )
     return path
 
 
@@ -323,16 +373,22 @@ class Guard:
                 cookies.get(COOKIE), token
             )
             if not ok:
-                await _plain(send, 401, "this view needs its token: open the address `scalerl ui` printed "
-                                        "(it ends in ?token=...), or send Authorization: Bearer TOKEN")  # fmt: skip
+                await _plain(
+                    send,
+                    401,
+                    "this view needs its token: open the address `scalerl ui` printed "
+                    "(it ends in ?token=...), or send Authorization: Bearer TOKEN",
+                )
                 return
 
         async def with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 extra = [
-                    (b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
-                ]  # fmt: skip
+                    (b"content-security-policy", CSP.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                    (b"x-frame-options", b"DENY"),
+                ]
                 message["headers"] = list(message.get("headers", [])) + extra
             await send(message)
 

@@ -56,7 +56,17 @@ log = logging.getLogger(__name__)
 DRAW_BUDGET = 40_000
 DRAW_MIN, DRAW_MAX = 16, 400
 # Row fields whose change a page must see (the rest never change for a run id).
-_WATCHED = ("status", "attempts", "executor", "job_id", "host", "started_at", "ended_at", "error", "provenance")
+_WATCHED = (
+    "status",
+    "attempts",
+    "executor",
+    "job_id",
+    "host",
+    "started_at",
+    "ended_at",
+    "error",
+    "provenance",
+)
 _ACTIVE = frozenset({"running"})
 _NONFINITE = {"nan": math.nan, "+inf": math.inf, "-inf": -math.inf}
 AXES: tuple[str, ...] = ("gpu_hours", "flops", "tokens", "samples", "step")
@@ -195,9 +205,13 @@ class SweepLive:
         if fits.empty and verdicts.empty:
             return
         self.fit = FitState(
-            source="stored", seq=self.seq, axis=self.axis, fits=records(fits), verdicts=records(verdicts),
+            source="stored",
+            seq=self.seq,
+            axis=self.axis,
+            fits=records(fits),
+            verdicts=records(verdicts),
             knob_map=knob_map(verdicts) if not verdicts.empty else None,
-        )  # fmt: skip
+        )
 
     def _redraw(self, run: _Run, cap: int) -> None:
         from scalerl.harness.report.downsample import display_indices
@@ -291,9 +305,7 @@ class SweepLive:
         if not pts:
             return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0)
         step = np.array([r[1] for r in pts], dtype=np.int64)
-        value = np.array(
-            [_NONFINITE.get(r[3], math.nan) if r[2] is None else r[2] for r in pts], dtype=float
-        )
+        value = np.array([_NONFINITE.get(r[3], math.nan) if r[2] is None else r[2] for r in pts], dtype=float)
         if self.axis == "step":
             x = step.astype(float)
         else:
@@ -315,14 +327,16 @@ class SweepLive:
             sizes = np.array([r.step.size for _, r in runs], dtype=np.int64)
             codes = np.repeat(np.arange(len(runs)), sizes)
             cols: dict[str, Any] = {
-                "run_id": pd.Categorical.from_codes(codes, categories=[rid for rid, _ in runs]),
+                "run_id": pd.Categorical.from_codes(codes, categories=pd.Index([rid for rid, _ in runs])),
             }
             for name in ("variant", "knob", "alternative"):
                 per_run = pd.Categorical([r.row.get(name) for _, r in runs])
                 cols[name] = pd.Categorical.from_codes(per_run.codes[codes], categories=per_run.categories)
             cols["seed"] = np.repeat(np.array([int(r.row["seed"]) for _, r in runs], dtype=np.int64), sizes)
             cols["step"] = np.concatenate([r.step for _, r in runs]) if runs else np.zeros(0, np.int64)
-            cols["metric"] = pd.Categorical.from_codes(np.zeros(len(codes), dtype=np.int8), categories=[self.metric])
+            cols["metric"] = pd.Categorical.from_codes(
+                np.zeros(len(codes), dtype=np.int8), categories=pd.Index([self.metric])
+            )
             cols["value"] = np.concatenate([r.y for _, r in runs]) if runs else np.zeros(0)
             cols["n"] = np.concatenate([r.n for _, r in runs]) if runs else np.zeros(0)
             x = np.concatenate([r.x for _, r in runs]) if runs else np.zeros(0)
@@ -357,16 +371,31 @@ class SweepLive:
             except Exception as err:  # AnalysisError (too few points), a crashed worker: say so
                 message = scrub(str(err))
                 state = FitState(
-                    source=self.fit.source, axis=self.fit.axis, fits=self.fit.fits, verdicts=self.fit.verdicts,
-                    notes=self.fit.notes, knob_map=self.fit.knob_map, bands=self.fit.bands, error=message,
-                    fitted_at=self.fit.fitted_at, points=self.fit.points, seconds=seconds,
-                )  # fmt: skip
+                    source=self.fit.source,
+                    axis=self.fit.axis,
+                    fits=self.fit.fits,
+                    verdicts=self.fit.verdicts,
+                    notes=self.fit.notes,
+                    knob_map=self.fit.knob_map,
+                    bands=self.fit.bands,
+                    error=message,
+                    fitted_at=self.fit.fitted_at,
+                    points=self.fit.points,
+                    seconds=seconds,
+                )
             else:
                 state = FitState(
-                    source="live", axis=got["axis"], fits=got["fits"], verdicts=got["verdicts"],
-                    notes=[scrub(n) for n in got["notes"]], knob_map=got["knob_map"], bands=got["bands"],
-                    fitted_at=iso(datetime.now(UTC)), points=points, seconds=seconds,
-                )  # fmt: skip
+                    source="live",
+                    axis=got["axis"],
+                    fits=got["fits"],
+                    verdicts=got["verdicts"],
+                    notes=[scrub(n) for n in got["notes"]],
+                    knob_map=got["knob_map"],
+                    bands=got["bands"],
+                    fitted_at=iso(datetime.now(UTC)),
+                    points=points,
+                    seconds=seconds,
+                )
             self.seq += 1
             state.seq, state.data_version = self.seq, version
             self.fit = state
@@ -387,27 +416,45 @@ class SweepLive:
         last = run.y.size - 1
         prov = row.get("provenance")
         return {
-            "run_id": row["run_id"], "variant": row["variant"], "knob": row.get("knob"),
-            "alternative": row.get("alternative"), "seed": row["seed"], "status": row["status"],
-            "attempts": row["attempts"], "points": int(run.step.size),
+            "run_id": row["run_id"],
+            "variant": row["variant"],
+            "knob": row.get("knob"),
+            "alternative": row.get("alternative"),
+            "seed": row["seed"],
+            "status": row["status"],
+            "attempts": row["attempts"],
+            "points": int(run.step.size),
             "last_step": run.last_step if run.step.size else None,
             "value": floats([run.y[last]])[0] if last >= 0 else None,
             "compute": floats([run.x[last]])[0] if last >= 0 else None,
             "code": short(prov if isinstance(prov, dict) else None),
-            "source": scrub(source), "source_status": scrub(str(config["source_status"]))
-            if config.get("source_status") is not None else None,
+            "source": scrub(source),
+            "source_status": scrub(str(config["source_status"]))
+            if config.get("source_status") is not None
+            else None,
             "error": scrub(str(row["error"]))[:2000] if row.get("error") else None,
-            "started_at": iso(row.get("started_at")), "ended_at": iso(row.get("ended_at")),
-        }  # fmt: skip
+            "started_at": iso(row.get("started_at")),
+            "ended_at": iso(row.get("ended_at")),
+        }
 
     def _fit_json(self) -> dict[str, Any]:
         f = self.fit
         return {
-            "source": f.source, "axis": f.axis, "fits": f.fits, "verdicts": f.verdicts, "notes": f.notes,
-            "knob_map": f.knob_map, "bands": f.bands, "error": f.error, "fitted_at": f.fitted_at,
-            "points": f.points, "seconds": f.seconds, "running": f.running, "running_since": f.running_since,
+            "source": f.source,
+            "axis": f.axis,
+            "fits": f.fits,
+            "verdicts": f.verdicts,
+            "notes": f.notes,
+            "knob_map": f.knob_map,
+            "bands": f.bands,
+            "error": f.error,
+            "fitted_at": f.fitted_at,
+            "points": f.points,
+            "seconds": f.seconds,
+            "running": f.running,
+            "running_since": f.running_since,
             "stale": f.data_version != self.data_version,
-        }  # fmt: skip
+        }
 
     def _counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -419,16 +466,22 @@ class SweepLive:
         """Everything a sweep page draws on opening (drawn points, not every point)."""
         with self._lock:
             return {
-                "sweep": self.name, "metric": self.metric, "axis": self.axis, "seq": self.seq,
-                "design": self.spec.get("design"), "notes": list(self.notes), "counts": self._counts(),
+                "sweep": self.name,
+                "metric": self.metric,
+                "axis": self.axis,
+                "seq": self.seq,
+                "design": self.spec.get("design"),
+                "notes": list(self.notes),
+                "counts": self._counts(),
                 "points": sum(int(r.step.size) for r in self.runs.values()),
                 "runs": [self.run_summary(r) for r in self.runs.values()],
                 "curves": [
                     {"run_id": rid, "x": r.drawn_x, "y": r.drawn_y, "reset": True}
-                    for rid, r in self.runs.items() if r.drawn_x
+                    for rid, r in self.runs.items()
+                    if r.drawn_x
                 ],
                 "fit": self._fit_json(),
-            }  # fmt: skip
+            }
 
     def changes(self, since: int) -> dict[str, Any]:
         """What changed after ``since`` (a ``seq`` an earlier answer gave): changed runs, drawn
@@ -447,14 +500,20 @@ class SweepLive:
                     i = bisect.bisect_right([s for s, _ in r.marks], since)
                     if i < len(r.marks):
                         at = r.marks[i][1]
-                        curves.append({"run_id": rid, "x": r.drawn_x[at:], "y": r.drawn_y[at:], "reset": False})
+                        curves.append(
+                            {"run_id": rid, "x": r.drawn_x[at:], "y": r.drawn_y[at:], "reset": False}
+                        )
                         if rid not in {row["run_id"] for row in rows}:
                             rows.append(self.run_summary(r))  # its last value and point count moved
             return {
-                "sweep": self.name, "seq": self.seq, "counts": self._counts(),
-                "points": sum(int(r.step.size) for r in self.runs.values()), "runs": rows, "curves": curves,
+                "sweep": self.name,
+                "seq": self.seq,
+                "counts": self._counts(),
+                "points": sum(int(r.step.size) for r in self.runs.values()),
+                "runs": rows,
+                "curves": curves,
                 "fit": self._fit_json() if self.fit.seq > since or self.fit.running else None,
-            }  # fmt: skip
+            }
 
     def config_of(self, run_id: str) -> dict[str, Any]:
         with self._lock:

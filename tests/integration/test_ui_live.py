@@ -30,6 +30,7 @@ from tests.fixtures.chromium import Tab, chromium_binary, open_tab
 from tests.fixtures.real import unavailable
 from tests.unit.execution.helpers import REPO, write_command_sweep
 
+
 @pytest.fixture(autouse=True)
 def _needs_chromium() -> None:
     if chromium_binary() is None:
@@ -42,11 +43,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _scalerl(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _scalerl(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "scalerl.harness", *args], capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, **(env or {})}, cwd=REPO,
-    )  # fmt: skip
+        [sys.executable, "-m", "scalerl.harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )
 
 
 @contextmanager
@@ -55,10 +62,24 @@ def ui_server(url: str, log: Path, *extra: str, env: dict[str, str] | None = Non
     port = _free_port()
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "scalerl.harness", "ui", "--db", url, "--port", str(port), "--refresh", "0.5",
-             *extra],
-            stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, **(env or {})},
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "scalerl.harness",
+                "ui",
+                "--db",
+                url,
+                "--port",
+                str(port),
+                "--refresh",
+                "0.5",
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env={**os.environ, **(env or {})},
+        )
     address = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -80,10 +101,19 @@ def ui_server(url: str, log: Path, *extra: str, env: dict[str, str] | None = Non
             proc.wait()
 
 
+# The points the runs table counts, summed over its rows.
+POINTS = (
+    "Array.from(document.querySelectorAll('table.runs td.points'))"
+    ".reduce((a, td) => a + (+td.textContent), 0)"
+)
+COMPLETED = (
+    "Array.from(document.querySelectorAll('table.runs tr[data-run]'))"
+    ".every(r => r.dataset.status === 'completed')"
+)
+
+
 def _points(tab: Tab) -> int:
-    return int(tab.evaluate(
-        "Array.from(document.querySelectorAll('table.runs td.points')).reduce((a, td) => a + (+td.textContent), 0)"
-    ))  # fmt: skip
+    return int(tab.evaluate(POINTS))
 
 
 def _errors(tab: Tab) -> list[str]:
@@ -111,14 +141,21 @@ def _watch_a_sweep(tmp_path: Path, url: str) -> str:
         tab.wait_for("document.querySelectorAll('table.runs tr[data-run]').length === 2", timeout=20)
         before = _points(tab)
         assert before < 16  # 2 runs x 8 evaluations when done: the runs are still going
-        tab.wait_for(f"Array.from(document.querySelectorAll('table.runs td.points')).reduce((a, td) => a + (+td.textContent), 0) > {before}", timeout=30)  # fmt: skip
+        tab.wait_for(f"{POINTS} > {before}", timeout=30)
         # Every run completes, and the page says so without a reload.
-        tab.wait_for("Array.from(document.querySelectorAll('table.runs tr[data-run]')).every(r => r.dataset.status === 'completed')", timeout=60)  # fmt: skip
-        tab.wait_for("Array.from(document.querySelectorAll('table.runs td.points')).reduce((a, td) => a + (+td.textContent), 0) === 16", timeout=20)  # fmt: skip
+        tab.wait_for(COMPLETED, timeout=60)
+        tab.wait_for(f"{POINTS} === 16", timeout=20)
         # The verdict table fills in from the view's own fit of every point, once the runs are done.
         tab.wait_for("document.querySelector('.fit-status').textContent.includes('on 16 points')", timeout=60)
         verdict = tab.evaluate("document.querySelector('table.verdicts tr[data-verdict]').dataset.verdict")
-        assert verdict in ("asymptote-mover", "efficiency-shaper", "no-effect", "undecided", "unstable", "unfit")
+        assert verdict in (
+            "asymptote-mover",
+            "efficiency-shaper",
+            "no-effect",
+            "undecided",
+            "unstable",
+            "unfit",
+        )
         assert tab.evaluate("document.querySelector('table.verdicts td').textContent") == "loss"
         assert tab.evaluate("window.__kept") == "no reload"  # everything above came without a reload
         assert tab.evaluate("window.__scalerl.updates") >= 3
@@ -135,7 +172,9 @@ def _watch_a_sweep(tmp_path: Path, url: str) -> str:
         tab.wait_for("document.body.dataset.ready === '1'", timeout=30)
         assert tab.evaluate("document.querySelectorAll('table.points tbody tr').length") == 8
         assert tab.evaluate("document.body.dataset.status") == "completed"
-        logs = str(tab.evaluate("Array.from(document.querySelectorAll('pre.log')).map(p => p.textContent).join()"))
+        logs = str(
+            tab.evaluate("Array.from(document.querySelectorAll('pre.log')).map(p => p.textContent).join()")
+        )
         assert f"run {run_id}: completed" in logs  # the job log's tail
         assert not _errors(tab), _errors(tab)
         text += str(tab.evaluate("document.documentElement.outerHTML"))
@@ -157,3 +196,114 @@ def test_live_view_follows_a_local_sweep_on_postgres(tmp_path: Path, pg_url: str
     seen = _watch_a_sweep(tmp_path, pg_url)
     assert password not in seen  # neither the pages nor the server's log
     assert "***" in seen  # the store is named, its password masked
+
+
+# Hostile names: each would run script or break the markup if it were ever parsed as HTML.
+EVIL_SWEEP = "<script>window.__xss=1</script>\"'sweep"
+EVIL_VARIANT = '<img src=x onerror="window.__xss=2">'
+EVIL_KNOB = "<b>" + "k" * 190 + "</b>"  # a name column holds 200 characters
+LONG = "x" * 10_000  # a 10,000-character knob (in a config and a verdict's reason): wraps, never scrolls
+
+
+def test_hostile_names_render_as_text(tmp_path: Path) -> None:
+    from scalerl.db import RunRecord
+
+    url = f"sqlite:///{tmp_path / 'evil.db'}"
+    store = db.open_store(url)
+    store.ensure_sweep(EVIL_SWEEP, {"design": "loo", "fit": {"metric": "val/pass_rate", "axis": "step"}})
+    for i, (variant, knob) in enumerate((("baseline", None), (EVIL_VARIANT, EVIL_KNOB))):
+        run_id = f"evil-{i}"
+        store.register_run(
+            RunRecord(
+                run_id,
+                EVIL_SWEEP,
+                variant,
+                0,
+                {"knobs": {LONG: LONG}},
+                f"h{i}",
+                knob=knob,
+                alternative="'\"><svg onload=window.__xss=3>",
+            )
+        )
+        attempt = store.start_attempt(run_id, executor="local")
+        writer = store.writer(run_id, attempt)
+        for s in range(6):
+            writer.add(s, {"val/pass_rate": 0.1 * s}, {"flops": 1e12 * (s + 1)})
+        writer.close()
+        store.finish_run(run_id, attempt, "failed", error=f"<script>window.__xss=4</script>{LONG}")
+    store.replace_verdicts(
+        EVIL_SWEEP,
+        [
+            {
+                "knob": EVIL_KNOB,
+                "variant": EVIL_VARIANT,
+                "alternative": "'\"",
+                "verdict": "asymptote-mover",
+                "d_a": -0.1,
+                "d_a_lo": -0.15,
+                "d_a_hi": -0.05,
+                "d_b": 0.0,
+                "d_b_lo": -0.1,
+                "d_b_hi": 0.1,
+                "margin": 0.02,
+                "reason": LONG,
+            }
+        ],
+        metric="val/pass_rate",
+        axis="step",
+    )
+    with ui_server(url, tmp_path / "ui.log", "--no-fit") as address, open_tab(width=1440, height=1000) as tab:
+        from urllib.parse import quote
+
+        for path in ("/", f"/sweep?name={quote(EVIL_SWEEP)}", "/run?id=evil-1"):
+            tab.navigate(address + path)
+            tab.wait_for("document.querySelector('main tbody tr') !== null", timeout=30)
+            time.sleep(0.5)  # the knob map draws after the table
+            text = str(tab.evaluate("document.body.innerText"))
+            assert tab.evaluate("typeof window.__xss") == "undefined", path
+            assert (
+                tab.evaluate("document.querySelectorAll('main img, main svg[onload], main script').length")
+                == 0
+            )
+            assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path  # wraps
+            assert not _errors(tab), (path, _errors(tab))
+            if path == "/":
+                assert EVIL_SWEEP in text
+            elif path.startswith("/sweep"):
+                assert EVIL_VARIANT in text and EVIL_KNOB in text and LONG in text
+                assert tab.evaluate("document.title") == f"scalerl ui: {EVIL_SWEEP}"
+                # the knob map names the variant as text too (Plotly decodes the escaped entities)
+                assert EVIL_VARIANT in str(tab.evaluate("document.getElementById('knob-map').textContent"))
+            else:
+                assert EVIL_VARIANT in text and "<script>window.__xss=4</script>" in text
+
+
+def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db.open_store(url).close()
+    env = {k: v for k, v in os.environ.items() if k != "SCALERL_UI_TOKEN"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalerl.harness",
+            "ui",
+            "--db",
+            url,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(_free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=REPO,
+    )
+    assert done.returncode == 3, done.stderr
+    assert (
+        "--host='0.0.0.0'" in done.stderr
+        and "SCALERL_UI_TOKEN" in done.stderr
+        and "--new-token" in done.stderr
+    )

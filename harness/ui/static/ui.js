@@ -32,7 +32,7 @@
   function pesc(s) {  // for Plotly's pseudo-HTML: entities decode back to the literal text
     return String(s === null || s === undefined ? '' : s)
       .replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
-      .replace(/"/g, '&quot;').replace(/'/g, '&#x27;');
+      .replace(/"/g, '&#34;').replace(/'/g, '&#x27;');
   }
   function fmt(v, d) {
     d = d === undefined ? 3 : d;

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -163,7 +164,8 @@ def run_payload(
     row = store_live.run_row(viewer.store, run_id)
     if row is None:
         raise LookupError(f"no run {run_id!r} in this store")
-    metrics = store_live.run_metrics(viewer.store, run_id)
+    # A poll names its metric; only the first load lists the run's metrics (a scan of its points).
+    metrics = store_live.run_metrics(viewer.store, run_id) if after < 0 or not metric else []
     if not metric:
         metric = "val/pass_rate" if "val/pass_rate" in metrics or not metrics else metrics[0]
     pts = store_live.points_after(viewer.store, metric, {run_id: after})
@@ -194,8 +196,8 @@ def run_payload(
         "ended_at": iso(row["ended_at"]),
         "error": scrub(str(row["error"])) if row["error"] else None,
         "code": short(prov if isinstance(prov, dict) else None),
-        "provenance": redact_config(prov),
-        "config": redact_config(row["config"]),
+        "provenance": finite(redact_config(prov)),
+        "config": finite(redact_config(row["config"])),
         "metric": metric,
         "metrics": metrics,
         "columns": list(columns),
@@ -210,6 +212,17 @@ def run_payload(
     }
     out.update(_log_tail(viewer, run_id, log_size))
     return out
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float as None: JSON has no NaN (a config may hold one)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def _cell(value: Any) -> Any:

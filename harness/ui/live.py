@@ -277,14 +277,14 @@ class SweepLive:
                 had = run.step.size
                 run.step, run.x, run.y, run.n = self._columns(pts)
                 if had or pts:
-                    self._mark_data(nxt)
+                    self.data_version += 1
                 self.seq = nxt  # _redraw stamps reset_seq with it
                 self._redraw(run, cap)
             elif pts:
                 step, x, y, n = self._columns(pts)
                 run.step = np.concatenate([run.step, step])
                 run.x, run.y, run.n = (np.concatenate(p) for p in ((run.x, x), (run.y, y), (run.n, n)))
-                self._mark_data(nxt)
+                self.data_version += 1
                 if len(run.drawn_x) + len(x) > 2 * cap:
                     self.seq = nxt
                     self._redraw(run, cap)
@@ -296,9 +296,6 @@ class SweepLive:
         if changed:
             self.seq = nxt
         return changed
-
-    def _mark_data(self, seq: int) -> None:
-        self.data_version += 1
 
     def _columns(self, pts: list[tuple[Any, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         cols = store_live.POINT_ROW_COLUMNS
@@ -492,6 +489,7 @@ class SweepLive:
                 rows: list[dict[str, Any]] = []
             else:
                 rows = [self.run_summary(r) for r in self.runs.values() if r.row_seq > since]
+                listed = {row["run_id"] for row in rows}
                 curves = []
                 for rid, r in self.runs.items():
                     if r.reset_seq > since:
@@ -503,7 +501,7 @@ class SweepLive:
                         curves.append(
                             {"run_id": rid, "x": r.drawn_x[at:], "y": r.drawn_y[at:], "reset": False}
                         )
-                        if rid not in {row["run_id"] for row in rows}:
+                        if rid not in listed:
                             rows.append(self.run_summary(r))  # its last value and point count moved
             return {
                 "sweep": self.name,

@@ -418,8 +418,9 @@
     drawMeta(first); drawPoints(); drawLog(first); drawCurve();
     document.body.dataset.ready = '1';
     setLive(true, 'live');
+    const pollBase = '/api/run?' + new URLSearchParams({ id: id, metric: first.metric }).toString();
     poll(async () => {
-      const d = await getJSON(base + '&after=' + r.last + '&log_size=' + r.logSize);
+      const d = await getJSON(pollBase + '&after=' + r.last + '&log_size=' + r.logSize);
       drawMeta(d);
       drawLog(d);
       r.logSize = d.log_size;

@@ -295,10 +295,8 @@ def create_app(viewer: Viewer, access: Access) -> Any:
             return JSONResponse({"error": "since must be a whole number"}, status_code=400)
         except LookupError as err:
             return JSONResponse({"error": str(err.args[0])}, status_code=404)
-        if since <= 0:
-            return JSONResponse(view.snapshot())
-        view.refresh()
-        return JSONResponse(view.changes(since))
+        view.refresh()  # at most once per interval, whoever asks
+        return JSONResponse(view.snapshot() if since <= 0 else view.changes(since))
 
     def run(request: Request) -> Response:
         q = request.query_params

@@ -296,7 +296,9 @@ def create_app(viewer: Viewer, access: Access) -> Any:
         except LookupError as err:
             return JSONResponse({"error": str(err.args[0])}, status_code=404)
         view.refresh()  # at most once per interval, whoever asks
-        return JSONResponse(view.snapshot() if since <= 0 else view.changes(since))
+        if since <= 0:
+            return Response(view.snapshot_json(), media_type="application/json")
+        return JSONResponse(view.changes(since))
 
     def run(request: Request) -> Response:
         q = request.query_params

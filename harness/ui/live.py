@@ -157,6 +157,7 @@ class SweepLive:
         self.refreshed_at = 0.0
         self._fit_started = 0.0
         self._last_fit_s = 0.0
+        self._snapshot: tuple[tuple[int, int, bool], bytes] | None = None
         self._load()
 
     # ------------------------------------------------------------------ loading
@@ -480,6 +481,27 @@ class SweepLive:
                 "fit": self._fit_json(),
             }
 
+    def snapshot_json(self) -> bytes:
+        """:meth:`snapshot` as JSON bytes, numbers in 6 significant digits (``1.23457e+13``, not
+        ``12345700000000.0``), kept until the next change: every page that opens the sweep
+        between two changes gets the same bytes without encoding them again."""
+        import json
+
+        with self._lock:
+            key = (self.seq, self.fit.seq, self.fit.running)
+            if self._snapshot is not None and self._snapshot[0] == key:
+                return self._snapshot[1]
+            data = self.snapshot()
+            curves = data.pop("curves")
+            head = json.dumps(data, separators=(",", ":"), allow_nan=False)
+            parts = [
+                f'{{"run_id":{json.dumps(c["run_id"])},"x":{_array(c["x"])},"y":{_array(c["y"])},"reset":true}}'
+                for c in curves
+            ]
+            body = (head[:-1] + ',"curves":[' + ",".join(parts) + "]}").encode()
+            self._snapshot = (key, body)
+            return body
+
     def changes(self, since: int) -> dict[str, Any]:
         """What changed after ``since`` (a ``seq`` an earlier answer gave): changed runs, drawn
         points appended to each run (or its whole drawn curve, ``reset``), the fit if newer."""
@@ -516,6 +538,11 @@ class SweepLive:
     def config_of(self, run_id: str) -> dict[str, Any]:
         with self._lock:
             return redact_config(self.configs.get(run_id) or {})
+
+
+def _array(values: list[float | None]) -> str:
+    """A JSON array of numbers in 6 significant digits (None as null)."""
+    return "[" + ",".join("null" if v is None else f"{v:.6g}" for v in values) + "]"
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:

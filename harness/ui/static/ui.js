@@ -147,8 +147,9 @@
     if (params.get('metric')) query.metric = params.get('metric');
     if (params.get('axis')) query.axis = params.get('axis');
     const q = new URLSearchParams(query).toString();
-    const first = await getJSON('/api/sweep?' + q + '&since=0');
-    const Plotly = await loadPlotly();
+    performance.mark('sweep-start');
+    const [first, Plotly] = await Promise.all([getJSON('/api/sweep?' + q + '&since=0'), loadPlotly()]);
+    performance.measure('fetch+plotly.js', 'sweep-start');
     const s = {
       seq: first.seq, runs: new Map(), curves: new Map(), fit: first.fit, focus: 'all',
       metric: first.metric, axis: first.axis,
@@ -296,8 +297,12 @@
       }
       const colors = variantColors(Array.from(s.runs.values()).map((r) => r.variant));
       const traces = [];
+      // A marker per point is an SVG element each: past a few thousand points, lines only.
+      let total = 0;
+      for (const t of byVariant.values()) total += t.x.length;
+      const markers = total <= 3000;
       for (const [v, t] of Array.from(byVariant).sort()) {
-        traces.push({ type: 'scatter', mode: t.x.length <= 4000 ? 'lines+markers' : 'lines', x: t.x, y: t.y,
+        traces.push({ type: 'scatter', mode: markers ? 'lines+markers' : 'lines', x: t.x, y: t.y,
           name: pesc(v) + ' · ' + t.n + ' run' + (t.n === 1 ? '' : 's'), legendgroup: pesc(v),
           line: { color: colors[v], width: 1 }, marker: { size: 3 }, opacity: 0.7, connectgaps: false,
           hovertemplate: pesc(v) + '<br>C=%{x:.4g}<br>value=%{y:.4f}<extra></extra>' });
@@ -311,6 +316,7 @@
         template: 'plotly_white', height: 560, margin: { t: 30 }, hovermode: 'closest',
         xaxis: { title: { text: pesc(s.axis) }, type: s.axis === 'step' ? 'linear' : 'log' },
         yaxis: { title: { text: pesc(s.metric) } }, legend: { groupclick: 'togglegroup' },
+        showlegend: byVariant.size <= 24,  // past that a legend is a wall: pick variants above
         uirevision: s.focus,
       };
       Plotly.react(curvesDiv, traces, layout, PLOT_CONFIG);
@@ -328,15 +334,17 @@
       if (bandsChanged) scheduleCurves();
     }
 
-    applyRuns(first.runs);
+    const timed = (name, fn) => { const t = performance.now(); fn(); performance.measure(name, { start: t }); };
+    timed('runs table', () => applyRuns(first.runs));
     applyCurves(first.curves);
     drawMeta(first.counts, first.points);
     for (const n of first.notes) notes.append(el('p', { class: 'meta', text: n }));
     drawFitLine();
-    drawVerdicts();
-    drawKnobMap();
+    timed('verdicts', drawVerdicts);
     drawFocusOptions();
-    drawCurves();
+    timed('curves', drawCurves);
+    timed('knob map', drawKnobMap);
+    performance.measure('sweep page', 'sweep-start');
     document.body.dataset.ready = '1';
     setLive(true, 'live');
     poll(async () => {

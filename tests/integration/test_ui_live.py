@@ -130,7 +130,11 @@ def _watch_a_sweep(tmp_path: Path, url: str) -> str:
         tab.wait_for("document.querySelector('table.sweeps') !== null")
         tab.evaluate("window.__kept = 'no reload'")
         # The URL through the environment: `scalerl sweep` refuses a password on its command line.
-        done = _scalerl("sweep", str(sweep), "--state-dir", str(tmp_path / "st"), env={"SCALERL_DB_URL": url})
+        # Its own TMPDIR: the local executor's machine-wide run slots live there, and another
+        # sweep on a shared machine may hold them all (the runs would wait, not run).
+        (tmp_path / "tmp").mkdir()
+        env = {"SCALERL_DB_URL": url, "TMPDIR": str(tmp_path / "tmp")}
+        done = _scalerl("sweep", str(sweep), "--state-dir", str(tmp_path / "st"), env=env)
         assert done.returncode == 0, done.stderr[-2000:]
         # The sweep appears in the list without a reload.
         tab.wait_for("document.querySelector('tr[data-sweep=\"cmd\"]') !== null", timeout=20)
@@ -141,7 +145,7 @@ def _watch_a_sweep(tmp_path: Path, url: str) -> str:
         tab.wait_for("document.querySelectorAll('table.runs tr[data-run]').length === 2", timeout=20)
         before = _points(tab)
         assert before < 16  # 2 runs x 8 evaluations when done: the runs are still going
-        tab.wait_for(f"{POINTS} > {before}", timeout=30)
+        tab.wait_for(f"{POINTS} > {before}", timeout=60)
         # Every run completes, and the page says so without a reload.
         tab.wait_for(COMPLETED, timeout=60)
         tab.wait_for(f"{POINTS} === 16", timeout=20)

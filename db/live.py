@@ -181,24 +181,3 @@ def run_metrics(store: Store, run_id: str) -> list[str]:
     stmt = select(Point.metric).where(Point.run_id == run_id).distinct()
     rows = _read(store, lambda c: c.execute(stmt).scalars().all(), f"reading the metrics of run {run_id!r}")
     return sorted(map(str, rows))
-
-
-def point_counts(store: Store, run_ids: Sequence[str], metric: str) -> dict[str, tuple[int, int]]:
-    """run_id -> (points of ``metric``, last step) for the given runs (those with none are left
-    out). One GROUP BY per 500 ids; used once per run a viewer has not seen before."""
-    ids = list(dict.fromkeys(run_ids))
-
-    def fn(conn: Connection) -> dict[str, tuple[int, int]]:
-        out: dict[str, tuple[int, int]] = {}
-        for i in range(0, len(ids), _IN_CHUNK):
-            stmt = (
-                select(Point.run_id, func.count(), func.max(Point.step))
-                .where(Point.run_id.in_(ids[i : i + _IN_CHUNK]), Point.metric == metric)
-                .group_by(Point.run_id)
-            )
-            for run_id, n, last in conn.execute(stmt):
-                out[str(run_id)] = (int(n), int(last))
-        return out
-
-    result: dict[str, tuple[int, int]] = _read(store, fn, "counting points")
-    return result

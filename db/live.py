@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, select, union_all
+from sqlalchemy import Connection, select, union_all
 
 from scalerl.db.models import Point, Run, SweepRun
 

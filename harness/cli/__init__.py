@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "scalerl.harness.cli.fit",  # fit
     "scalerl.harness.cli.forecast",  # forecast
     "scalerl.harness.cli.report",  # report
+    "scalerl.harness.cli.ui",  # ui (the live view)
     "scalerl.harness.cli.store",  # db upgrade / replay / current
     "scalerl.harness.cli.ingest",  # import (W&B CSV, TensorBoard, parsed CSV)
     "scalerl.harness.cli.export",  # export (fits, forecasts, verdicts back to MLflow / W&B)

@@ -46,6 +46,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("api", ("scalerl.harness.api",)),
+    # The live view is a front end like the CLI: it reads through the API and the store.
+    ("ui", ("scalerl.harness.ui",)),
     ("cli", ("scalerl.harness.cli",)),
     ("main", ("scalerl.harness.__main__",)),
 )

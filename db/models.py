@@ -239,4 +239,3 @@ VERDICT_COLUMNS: tuple[str, ...] = (
     "d_a_lo", "d_a_hi", "b_base", "b_variant", "d_b", "d_b_lo", "d_b_hi", "margin", "reason", "mde_a",
     "mde_b",
 )  # fmt: skip
-COMPUTE_UNITS: tuple[str, ...] = ("gpu_hours", "flops", "tokens", "samples", "wall_s")

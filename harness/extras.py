@@ -12,7 +12,7 @@ from __future__ import annotations
 # Import names of the packages the `analysis` extra installs (pyproject.toml keeps the same list).
 ANALYSIS_PACKAGES = (
     "numpy", "pandas", "scipy", "plotly", "pyarrow", "adbc_driver_sqlite", "optuna", "cmaes", "submitit",
-    "regex",
+    "regex", "rich", "psutil",
 )  # fmt: skip
 ANALYSIS_FIX = "pip install 'scalerl-harness[analysis]'"
 
@@ -28,3 +28,13 @@ def missing_analysis_package(err: BaseException) -> str | None:
 def needs_analysis(what: str, package: str) -> str:
     """``{what} needs {package}, which this environment lacks (fix: ...)``."""
     return f"{what} needs {package}, which this environment lacks (fix: {ANALYSIS_FIX})"
+
+
+# The live view (`scalerl ui`, scalerl.harness.ui): a web server and its ASGI framework.
+UI_PACKAGES = ("starlette", "uvicorn")
+UI_FIX = "pip install 'scalerl-harness[ui]'"
+
+
+def needs_ui(what: str, package: str) -> str:
+    """``{what} needs {package}, which this environment lacks (fix: pip install ...[ui])``."""
+    return f"{what} needs {package}, which this environment lacks (fix: {UI_FIX})"

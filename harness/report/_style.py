@@ -12,9 +12,6 @@ import html
 import math
 from collections.abc import Iterable
 
-# Fit axes a curve can be drawn against (the point columns of ``scalerl.db.queries.curves``).
-AXES: tuple[str, ...] = ("gpu_hours", "flops", "tokens", "samples", "step")
-
 AXIS_LABELS: dict[str, str] = {
     "gpu_hours": "compute (GPU-hours)",
     "flops": "compute (FLOPs)",
@@ -45,7 +42,9 @@ def esc(value: object) -> str:
     """HTML-escape any user value (``None`` and NaN become an empty string)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    return html.escape(str(value), quote=True)
+    # ``"`` as the numeric ``&#34;``: Plotly decodes numeric entities but not ``&quot;``, which
+    # it would show literally in a trace name or label (both mean ``"`` in HTML).
+    return html.escape(str(value), quote=True).replace("&quot;", "&#34;")
 
 
 def fmt(value: object, digits: int = 3) -> str:

@@ -69,7 +69,7 @@ class WorkerSpec:
     checkpoint_grace_s: float = 60.0
 
     def __post_init__(self) -> None:
-        from scalerl.db.redaction import refuse_secret
+        from scalerl.db.engine import refuse_secret
 
         refuse_secret(self.db_url, where="the search worker's JSON file")
 
@@ -181,7 +181,7 @@ def _rdb_storage(make: Any, tries: int = 5) -> Any:
 
     for attempt in range(tries):
         try:
-            with _optuna_quiet():
+            with optuna_quiet():
                 return make()
         except (IntegrityError, OperationalError, ProgrammingError) as err:
             racing = isinstance(err, IntegrityError) or "already exists" in str(err) or "locked" in str(err)
@@ -209,7 +209,7 @@ def grid_points(sweep: SweepSpec) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def _optuna_quiet() -> Iterator[None]:
+def optuna_quiet() -> Iterator[None]:
     """Heartbeats with ask-and-tell are what Optuna's docs describe for distributed workers, but it
     flags them experimental and warns on every call; the warnings say nothing to a user here."""
     with warnings.catch_warnings():
@@ -217,7 +217,7 @@ def _optuna_quiet() -> Iterator[None]:
         yield
 
 
-def _retried_numbers(trials: list[Any]) -> set[int]:
+def retried_numbers(trials: list[Any]) -> set[int]:
     """Numbers of the trials some later trial re-runs (ours: ``retry_of``; Optuna's retry
     callback: ``retry_history``)."""
     out = set()
@@ -234,7 +234,7 @@ def claimed(study: optuna.Study) -> tuple[int, int]:
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
-    retried = _retried_numbers(trials)
+    retried = retried_numbers(trials)
     waiting = sum(t.state == TrialState.WAITING for t in trials)
     counted = sum(not (t.state == TrialState.FAIL and t.number in retried) for t in trials)
     return counted, waiting
@@ -323,12 +323,12 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerR
     watcher.start()
     try:
         while not stop.is_set() and not is_cancelled(study):
-            with _optuna_quiet():
+            with optuna_quiet():
                 fail_stale_trials(study)
             counted, waiting = claimed(study)
             if counted >= wanted and not waiting:
                 break
-            with _optuna_quiet():
+            with optuna_quiet():
                 trial = study.ask(dists)
             # Beat from the moment the trial exists: a worker that dies anywhere after this leaves
             # a stale trial that the others reap (fail and retry), never one RUNNING forever.

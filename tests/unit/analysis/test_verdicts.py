@@ -8,16 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
-from scalerl.harness.analysis.fitters import fit_sigmoid
-from scalerl.harness.analysis.verdicts import (
-    VariantCurves,
-    VerdictOptions,
-    classify,
-    group_top,
-    plateau_level,
-    remaining_climb,
-)
+from scalerl.harness.analysis.fit.curve import FitOptions, sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid
+from scalerl.harness.analysis.groups import VariantCurves
+from scalerl.harness.analysis.verdicts.ceiling import group_top, plateau_level, remaining_climb
+from scalerl.harness.analysis.verdicts.explain import seeds_phrase
+from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.power import seeds_to_decide
+from scalerl.harness.analysis.verdicts.types import VerdictOptions
 from tests.unit.analysis.sweeps import COMPUTE, Truth, synthetic_sweep
 
 FAST = VerdictOptions(n_boot=100)
@@ -78,7 +76,9 @@ def test_no_effect_needs_equivalence_and_a_wide_interval_is_undecided() -> None:
     noisy = classify(*_plateau_sweep(truths, seeds=2, noise=0.05, seed=4), verdict_options=FAST).verdicts[0]
     assert noisy.d_a_lo < -0.02 or noisy.d_a_hi > 0.02
     assert noisy.verdict == "undecided" and noisy.pending == "seeds"
-    assert "seeds per variant would decide" in noisy.reason or "no seed count decides it" in noisy.reason
+    # The seeds it would take: the one number (seeds_to_decide on its evidence), in the one phrase.
+    assert noisy.evidence is not None and noisy.seeds_needed == seeds_to_decide(noisy.evidence, 2)
+    assert seeds_phrase(noisy.seeds_needed, 2, 0.8) in noisy.reason
 
 
 def test_one_collapsed_seed_is_a_finding_not_a_veto() -> None:
@@ -224,8 +224,8 @@ def test_a_rising_curve_already_above_the_baseline_ceiling_is_a_mover_by_its_low
 def test_seed_noise_counts_only_seeds_that_pin_their_ceiling() -> None:
     """An extrapolated per-seed A (at the bound, or far above the run's highest value) is not a
     measured ceiling: it must not inflate the seed noise that sets the margin (issue 11)."""
-    from scalerl.harness.analysis.curve import SigmoidFit
-    from scalerl.harness.analysis.verdicts import PINNED_A_TOLERANCE, _pins_ceiling
+    from scalerl.harness.analysis.fit.curve import SigmoidFit
+    from scalerl.harness.analysis.verdicts.ceiling import PINNED_A_TOLERANCE, pins_ceiling
 
     curve = (np.arange(1.0, 11.0), np.linspace(0.3, 0.6, 10))  # highest value 0.6
 
@@ -233,11 +233,11 @@ def test_seed_noise_counts_only_seeds_that_pin_their_ceiling() -> None:
         return SigmoidFit(0.3, a, 1.0, 5.0, 0.01, 10, status, "", "fast")  # type: ignore[arg-type]
 
     opts = FitOptions()
-    assert _pins_ceiling(fit(0.62), curve, opts)
-    assert _pins_ceiling(fit(0.6 + PINNED_A_TOLERANCE - 1e-6), curve, opts)
-    assert not _pins_ceiling(fit(0.6 + PINNED_A_TOLERANCE + 1e-6), curve, opts)
-    assert not _pins_ceiling(fit(1.0), curve, opts)  # at the upper bound
-    assert not _pins_ceiling(fit(0.62, "pre-inflection"), curve, opts)
+    assert pins_ceiling(fit(0.62), curve, opts)
+    assert pins_ceiling(fit(0.6 + PINNED_A_TOLERANCE - 1e-6), curve, opts)
+    assert not pins_ceiling(fit(0.6 + PINNED_A_TOLERANCE + 1e-6), curve, opts)
+    assert not pins_ceiling(fit(1.0), curve, opts)  # at the upper bound
+    assert not pins_ceiling(fit(0.62, "pre-inflection"), curve, opts)
 
 
 def test_an_extrapolating_seed_gets_little_weight() -> None:
@@ -307,7 +307,7 @@ def test_a_sweep_with_only_a_baseline_has_no_verdicts_and_no_error() -> None:
 
 def test_a_barely_identified_b_interval_reads_as_unbounded_not_an_overflow() -> None:
     # stop_sim's looks at 25% of a budget gave a log-B interval end past 709 (math.exp's limit).
-    from scalerl.harness.analysis.verdicts import _exp, _expm1
+    from scalerl.harness.analysis.verdicts.pipeline import _exp, _expm1
 
     assert _expm1(800.0) == math.inf and _exp(1e4) == math.inf
     assert _expm1(0.5) == pytest.approx(math.expm1(0.5)) and _exp(-1e4) == 0.0

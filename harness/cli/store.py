@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         g.add_argument("role", metavar="ROLE", help="a PostgreSQL role (or a group role: its members)")
         g.add_argument("url", nargs="?", default=None, help="database URL (default: $SCALERL_DB_URL)")
         what = g.add_mutually_exclusive_group(required=True)
-        what.add_argument("--sweep", metavar="SWEEP", help="the sweep ROLE may change")
+        # dest is not `sweep`: that would make `db grant ROLE --read` ask for $SCALERL_SWEEP.
+        what.add_argument("--sweep", dest="on_sweep", metavar="SWEEP", help="the sweep ROLE may change")
         if name == "grant":
             what.add_argument("--read", action="store_true", help="SELECT on every table of the store")
             what.add_argument(
@@ -167,9 +168,9 @@ def _grant(args: argparse.Namespace) -> int:
 
     store = open_store(args.url, create=False)
     try:
-        if args.sweep is not None:
-            new = sharing.grant_sweep(store, args.sweep, args.role)
-            what = f"role {args.role} may change sweep {args.sweep}" + ("" if new else " (already)")
+        if args.on_sweep is not None:
+            new = sharing.grant_sweep(store, args.on_sweep, args.role)
+            what = f"role {args.role} may change sweep {args.on_sweep}" + ("" if new else " (already)")
         elif args.owner is not None:
             sharing.set_owner(store, args.owner, args.role)
             what = f"sweep {args.owner} now belongs to role {args.role}"
@@ -190,9 +191,9 @@ def _revoke(args: argparse.Namespace) -> int:
 
     store = open_store(args.url, create=False)
     try:
-        if args.sweep is not None:
-            gone = sharing.revoke_sweep(store, args.sweep, args.role)
-            what = f"role {args.role} may no longer change sweep {args.sweep}"
+        if args.on_sweep is not None:
+            gone = sharing.revoke_sweep(store, args.on_sweep, args.role)
+            what = f"role {args.role} may no longer change sweep {args.on_sweep}"
             what += "" if gone else " (had no grant)"
         else:
             sharing.revoke_access(store, args.role)

@@ -121,6 +121,15 @@ def _refuse_memory_store(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from scalerl.harness.cli import output
 
+    # Nothing any command prints (a sweep, knob or run name read from a store, an error quoting
+    # one, a log line) reaches the terminal as an escape sequence (scalerl.harness.cli.output).
+    with output.terminal_safe():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from scalerl.harness.cli import output
+
     parser = build_parser()
     tokens, as_json = output.lift(list(sys.argv[1:] if argv is None else argv))
     _Parser.json_errors = as_json

@@ -130,10 +130,14 @@ def _watch_a_sweep(tmp_path: Path, url: str) -> str:
         tab.wait_for("document.querySelector('table.sweeps') !== null")
         tab.evaluate("window.__kept = 'no reload'")
         # The URL through the environment: `scalerl sweep` refuses a password on its command line.
-        # Its own TMPDIR: the local executor's machine-wide run slots live there, and another
+        # Its own slot folder: the local executor's machine-wide run slots live there, and another
         # sweep on a shared machine may hold them all (the runs would wait, not run).
         (tmp_path / "tmp").mkdir()
-        env = {"SCALERL_DB_URL": url, "TMPDIR": str(tmp_path / "tmp")}
+        env = {
+            "SCALERL_DB_URL": url,
+            "TMPDIR": str(tmp_path / "tmp"),
+            "SCALERL_SLOT_DIR": str(tmp_path / "slots"),
+        }
         done = _scalerl("sweep", str(sweep), "--state-dir", str(tmp_path / "st"), env=env)
         assert done.returncode == 0, done.stderr[-2000:]
         # The sweep appears in the list without a reload.

@@ -25,7 +25,15 @@ REPO = Path(__file__).resolve().parents[2]
 # (layer, module prefixes), bottom first. A module belongs to the layer of its longest prefix.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Imports nothing of ours: the secret patterns every message is scrubbed with, the axes.
-    ("base", ("scalerl.db.redaction", "scalerl.harness.axes", "scalerl.harness.argtypes")),
+    (
+        "base",
+        (
+            "scalerl.db.redaction",
+            "scalerl.harness.axes",
+            "scalerl.harness.argtypes",
+            "scalerl.harness.terminal",
+        ),
+    ),
     ("errors", ("scalerl.harness.errors", "scalerl.harness.extras")),
     ("store", ("scalerl.db", "scalerl.harness.atomicio", "scalerl.harness.boundedio")),
     ("analysis", ("scalerl.harness.analysis",)),

@@ -14,14 +14,16 @@ BENCH_STAMP := $(VENV)/.scalerl-setup-bench
 PYTEST_ARGS ?=
 
 # The demo: the tiny LOO sweep (baseline + 8 variants) on the local executor into ./scalerl.db, with
-# a live progress table, then the sigmoid fits and the knob verdict table, then the HTML report.
+# a live progress table, then the sigmoid fits and the knob verdict table, then the HTML report,
+# then how to watch the store in a browser (`scalerl ui`).
 # A failed variant does not stop the demo: fit marks it unfit and says why.
 DEMO_DB ?= sqlite:///./scalerl.db
 DEMO = { $(VENV)/bin/scalerl sweep recipes/tiny-loo.yaml --executor local --db $(DEMO_DB) --wait \
 	  || echo "demo: some runs failed; see: $(VENV)/bin/scalerl status tiny-loo"; } \
 	&& $(VENV)/bin/scalerl fit tiny-loo --db $(DEMO_DB) \
 	&& $(VENV)/bin/scalerl report tiny-loo --db $(DEMO_DB) -o report.html \
-	&& echo "demo: report written to $$(pwd)/report.html"
+	&& echo "demo: report written to $$(pwd)/report.html" \
+	&& echo "demo: to watch this store live in a browser: $(VENV)/bin/scalerl ui --db $(DEMO_DB)  (then open http://127.0.0.1:8765/)"
 
 .PHONY: help setup setup-bench demo test test-floors lint format format-check types ensure-postgres \
 	testbed-up testbed-down testbed-status bench clean distclean

@@ -5,8 +5,8 @@ failures in, and says whether the harness held (a clear refusal or the right res
 traceback, no silent loss, no lie, no secret, no escape, no stray process). Nothing here was in
 the first pass or in the tests written for it. Run it, read the counts:
 
-    PYTHONPATH=. python bench/hostile_round3.py            # SQLite probes + a throwaway PostgreSQL
-    PYTHONPATH=. python bench/hostile_round3.py --no-pg    # without the PostgreSQL class
+    python -m bench.hostile_round3            # SQLite probes + a throwaway PostgreSQL
+    python -m bench.hostile_round3 --no-pg    # without the PostgreSQL class
 
 Exit status: the number of probes that did not hold (0: every one held).
 """
@@ -659,7 +659,6 @@ METRICS_LINE = (
 
 
 def _command_sweep(tmp: Path, body: str) -> Path:
-    sys.path.insert(0, str(ROOT))
     from tests.unit.execution.test_hardening_runs import _script_sweep
 
     return _script_sweep(tmp, body)
@@ -778,7 +777,6 @@ def json_output_keeps_escapes_escaped(tmp: Path) -> tuple[bool, str]:
 
 def pg_probes(tmp: Path) -> None:
     """The PostgreSQL class: a store created by an administrator, alice's sweep, bob a writer."""
-    sys.path.insert(0, str(ROOT))
     import psycopg
     from sqlalchemy.engine import make_url
 
@@ -909,7 +907,6 @@ def main() -> int:
     parser.add_argument("-k", default="", help="only probes whose name holds this (no PostgreSQL class)")
     parser.add_argument("--pg-only", action="store_true", help="only the PostgreSQL class")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
     for cls, name, fn in PROBES:
         if args.k not in name or args.pg_only:
             continue

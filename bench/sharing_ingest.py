@@ -4,7 +4,7 @@ The store's administrator (it owns the tables) is exempt from the policies; a wr
 policy check per written point (``scalerl_can_write_run``). Both write the same points through
 the ordinary writer, alternately, into a throwaway server (tests/fixtures/postgres.py):
 
-    PYTHONPATH=. python bench/sharing_ingest.py --points 200000 --reps 3
+    python -m bench.sharing_ingest --points 200000 --reps 3
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ def main() -> int:
     parser.add_argument("--points", type=int, default=200_000)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
     import psycopg
     from sqlalchemy.engine import make_url
 

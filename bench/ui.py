@@ -17,7 +17,7 @@ Then `scalerl report` on the SQLite store (time, size, Chromium load), and optun
 Optuna RDB storage (SQLite) holding 1,000 trials x 1,000 intermediate values (its study page and
 its poll, ``/api/studies/ID?after=N``). Prints Markdown for bench/README.md ("Live view").
 
-    .venv/bin/python bench/ui.py [--runs 1000] [--points 1000] [--reuse] [--no-postgres] [--refit]
+    .venv/bin/python -m bench.ui [--runs 1000] [--points 1000] [--reuse] [--no-postgres] [--refit]
 """
 
 from __future__ import annotations
@@ -39,11 +39,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.ui_store import METRIC, SWEEP, build_store
+from tests.fixtures.chromium import ChromiumError, Tab, load_page, open_tab
 
-from bench.ui_store import METRIC, SWEEP, build_store  # noqa: E402
-from tests.fixtures.chromium import ChromiumError, Tab, load_page, open_tab  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 READY = (
     "document.body.dataset.ready === '1'"

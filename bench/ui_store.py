@@ -4,7 +4,7 @@
 knobs whose ceilings and speeds differ a little) with ``points`` points each of ``val/pass_rate``
 on FLOPs, Eq. 1 curves with binomial-sized noise. Used by bench/ui.py; on its own::
 
-    .venv/bin/python bench/ui_store.py sqlite:///bench/.work/ui/ui.db [--runs 1000] [--points 1000]
+    .venv/bin/python -m bench.ui_store sqlite:///bench/.work/ui/ui.db [--runs 1000] [--points 1000]
 """
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scalerl.harness.analysis.fit.curve import sigmoid_curve
 

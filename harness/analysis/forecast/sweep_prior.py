@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.harness.analysis.fit.curve import FitOptions, FloatArray, sigmoid_curve
-from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.fit.fitters import ManyFitter, fit_sigmoid_many
 from scalerl.harness.analysis.forecast.bounds import Bounds, check_bounds
 from scalerl.harness.analysis.forecast.calibrations import (
     DEFAULT_CALIBRATION,
@@ -167,11 +167,14 @@ def _clean(c: ArrayLike, v: ArrayLike) -> tuple[FloatArray, FloatArray]:
 
 
 def sweep_priors(
-    sibling_sets: Sequence[Sequence[Curve]], settings: SweepSettings = DEFAULT_SWEEP
+    sibling_sets: Sequence[Sequence[Curve]],
+    settings: SweepSettings = DEFAULT_SWEEP,
+    *,
+    fitter: ManyFitter = fit_sigmoid_many,
 ) -> list[Prior | None]:
     """One prior per set of sibling curves (None when fewer than ``min_siblings`` fit ``ok``);
-    every distinct sibling is fitted once, all in one batched call (a sweep's n runs appear in
-    n - 1 sets each: the same curve object is fitted once)."""
+    every distinct sibling is fitted once, all in one batched call of ``fitter`` (a sweep's n runs
+    appear in n - 1 sets each: the same curve object is fitted once)."""
     index: dict[int, int] = {}
     flat: list[tuple[FloatArray, FloatArray]] = []
     keep_alive: list[Curve] = []  # ids are only unique while the objects live
@@ -181,7 +184,7 @@ def sweep_priors(
                 index[id(cv)] = len(flat)
                 flat.append(_clean(*cv))
                 keep_alive.append(cv)
-    fits = fit_sigmoid_many(flat, r0=[float(y[0]) if y.size else math.nan for _, y in flat]) if flat else []
+    fits = fitter(flat, r0=[float(y[0]) if y.size else math.nan for _, y in flat]) if flat else []
     out: list[Prior | None] = []
     for sibs in sibling_sets:
         mine = [fits[index[id(cv)]] for cv in sibs]
@@ -234,9 +237,11 @@ def point_forecast_with_prior(
     *,
     siblings: Sequence[Sequence[Curve]] | None = None,
     settings: EnsembleSettings = DEFAULT_ENSEMBLE,
+    fitter: ManyFitter = fit_sigmoid_many,
 ) -> list[PointForecast]:
     """The single-curve ensemble's point forecasts with the sweep member added where a curve has a
     prior (members ``SWEEP_MEMBERS``); a curve without one keeps its single-curve forecast.
+    ``fitter`` makes every single-curve sigmoid fit (the sweep member's own fit is MAP, not it).
 
     Member weights: where ``siblings`` (the sets the priors came from) holds at least
     :data:`MIN_VALIDATING` siblings that ran past this curve's last compute, every member is
@@ -246,7 +251,7 @@ def point_forecast_with_prior(
     the forecast answers (what happens after this point), asked of runs that went on; the
     rolling-origin validation inside the curve can only ask it about the past.
     """
-    base = point_forecast_many(curves, at, settings=settings)
+    base = point_forecast_many(curves, at, settings=settings, fitter=fitter)
     allowed = np.array([m in settings.members for m in MEMBERS] + [True])
     clean = [_clean(c, v) for c, v in curves]
     # Validation jobs for every curve with a prior, all single-curve members in one batch:
@@ -277,7 +282,12 @@ def point_forecast_with_prior(
                     mine.append((i, x[tr], y[tr], x[~tr], y[~tr], prior, False))
         jobs += mine
     inner = member_forecasts(
-        [(j[1], j[2]) for j in jobs], [j[3] for j in jobs], [float(j[2][0]) for j in jobs], None, settings
+        [(j[1], j[2]) for j in jobs],
+        [j[3] for j in jobs],
+        [float(j[2][0]) for j in jobs],
+        None,
+        settings,
+        fitter,
     )
     out: list[PointForecast] = []
     for i, ((x, y), pf, prior) in enumerate(zip(clean, base, priors, strict=True)):

@@ -14,14 +14,16 @@ BENCH_STAMP := $(VENV)/.scalerl-setup-bench
 PYTEST_ARGS ?=
 
 # The demo: the tiny LOO sweep (baseline + 8 variants) on the local executor into ./scalerl.db, with
-# a live progress table, then the sigmoid fits and the knob verdict table, then the HTML report.
+# a live progress table, then the sigmoid fits and the knob verdict table, then the HTML report,
+# then how to watch the store in a browser (`scalerl ui`).
 # A failed variant does not stop the demo: fit marks it unfit and says why.
 DEMO_DB ?= sqlite:///./scalerl.db
 DEMO = { $(VENV)/bin/scalerl sweep recipes/tiny-loo.yaml --executor local --db $(DEMO_DB) --wait \
 	  || echo "demo: some runs failed; see: $(VENV)/bin/scalerl status tiny-loo"; } \
 	&& $(VENV)/bin/scalerl fit tiny-loo --db $(DEMO_DB) \
 	&& $(VENV)/bin/scalerl report tiny-loo --db $(DEMO_DB) -o report.html \
-	&& echo "demo: report written to $$(pwd)/report.html"
+	&& echo "demo: report written to $$(pwd)/report.html" \
+	&& echo "demo: to watch this store live in a browser: $(VENV)/bin/scalerl ui --db $(DEMO_DB)  (then open http://127.0.0.1:8765/)"
 
 .PHONY: help setup setup-bench demo test test-floors lint format format-check types ensure-postgres \
 	testbed-up testbed-down testbed-status bench clean distclean
@@ -33,7 +35,7 @@ help:
 	@echo "make test-floors   the torch-free tests with every dependency at its declared floor (.venv-floors)"
 	@echo "make lint | types | format | format-check"
 	@echo "make testbed-up | testbed-down | testbed-status   the single-node Slurm testbed (root)"
-	@echo "make bench         run bench/*.py (installs the [bench] extra)"
+	@echo "make bench         run every benchmark, python -m bench.NAME (installs the [bench] extra)"
 	@echo "make clean | distclean"
 
 # The stamp holds pyproject.toml's hash, so a changed dependency list reinstalls and nothing else does.
@@ -109,13 +111,18 @@ testbed-down:
 testbed-status:
 	bash slurm/testbed/status
 
+# Every benchmark is a module run from the repository root: bench/NAME.py with a __main__ guard
+# (bench/data.py and other shared modules have none) or a bench/NAME/ package with a __main__.py.
 bench: setup-bench
 	@fail=0; ran=0; \
-	for script in bench/*.py; do \
-	  [ -e "$$script" ] || continue; ran=1; \
-	  echo "== $$script"; $(PY) "$$script" || fail=1; \
+	for path in bench/*.py bench/*/__main__.py; do \
+	  [ -e "$$path" ] || continue; \
+	  case "$$path" in */__main__.py) mod="$${path%/__main__.py}";; \
+	    *) grep -q '^if __name__ == "__main__":' "$$path" || continue; mod="$${path%.py}";; esac; \
+	  mod="$$(echo "$$mod" | tr / .)"; ran=1; \
+	  echo "== python -m $$mod"; $(PY) -m "$$mod" || fail=1; \
 	done; \
-	if [ $$ran -eq 0 ]; then echo "bench: no bench/*.py scripts yet"; fi; \
+	if [ $$ran -eq 0 ]; then echo "bench: no benchmarks found"; fi; \
 	exit $$fail
 
 clean:

@@ -8,7 +8,7 @@ B in [0.7, 3], C_mid log-uniform in [1e3, 2e4], 20-200 points log-spaced over [1
 Gaussian noise sd 0.005-0.02). R0 is given to every method (the true start for synthetic curves,
 the first points for real ones), so the methods differ only in how they search.
 
-Run: ``OMP_NUM_THREADS=2 .venv/bin/python bench/fit.py [--n 1000] [--paper-n 20]``.
+Run: ``OMP_NUM_THREADS=2 .venv/bin/python -m bench.fit [--n 1000] [--paper-n 20]``.
 The paper's grid (71 A values x 100 C_mid values, a curve_fit for B in each cell) takes seconds
 per curve, so it runs on the first ``--paper-n`` synthetic curves only and its time is reported
 per curve; the other methods run on the same subset too, so accuracy is compared like for like.
@@ -21,18 +21,16 @@ import argparse
 import math
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 
-from scalerl.harness.analysis.fit.backtest import backtest_many, backtest_power_law
+from bench import data
+from bench.backtest import backtest_many, backtest_power_law
 from scalerl.harness.analysis.fit.curve import FitOptions, SigmoidFit, sigmoid_curve
 from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.fit.powerlaw import fit_power_law
 from scalerl.harness.analysis.forecast.ensemble import forecast_curves
-from scalerl.harness.importers import read_curves
 
-REAL = Path("/work/shared/data/real-rl-curves")
 Curve = tuple[np.ndarray, np.ndarray]
 
 
@@ -51,19 +49,18 @@ def synthetic(n: int, seed: int = 0) -> tuple[list[Curve], np.ndarray]:
 
 
 def real_curves() -> list[Curve]:
+    """The W&B, TensorBoard and verl curves on each file's own axis (``x``): W&B curves once per
+    (run, axis), TensorBoard's validation and train reward, verl's train reward (47)."""
     out: list[Curve] = []
     seen: set[tuple[str, str]] = set()
-    for f in sorted((REAL / "wandb-export-deep-grpo").glob("*.csv")):
-        for c in read_curves(f):
-            if (c.run, c.x_name) not in seen:
-                seen.add((c.run, c.x_name))
-                out.append((c.x, c.values))
-    for f in sorted((REAL / "tensorboard-verl-async").glob("*.tfevents")):
-        by = {c.metric: c for c in read_curves(f)}
-        for m in ("val-core/openai/gsm8k/reward/mean@1", "critic/score/mean"):
+    for _, c in data.read(data.WANDB):
+        if (c.run, c.x_name) not in seen:
+            seen.add((c.run, c.x_name))
+            out.append((c.x, c.values))
+    for by in data.by_file(data.TENSORBOARD).values():
+        for m in (data.TB_VAL, data.TB_TRAIN):
             out.append((by[m].x, by[m].values))
-    for f in sorted((REAL / "verl-fork-parsed").glob("*.csv")):
-        c = read_curves(f, metric="critic/rewards/mean")[0]
+    for _, c in data.read(data.VERL, data.VERL_REWARD):
         out.append((c.x, c.values))
     return out
 

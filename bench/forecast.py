@@ -47,7 +47,7 @@ predictions between runs (they do not depend on anything this bench tunes). Thei
 out of the curves they ran on, and a like-for-like table compares every method on that subset.
 The widened grid (``paper's procedure``) is vectorised and runs on every curve.
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/forecast.py [--paper-every 0] [--boot 0]``.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m bench.forecast [--paper-every 0] [--boot 0]``.
 Prints markdown tables (paste them into bench/README.md, section "Forecasts") and the
 calibration chosen on all sources (the constants the library ships).
 """
@@ -69,12 +69,13 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.harness.analysis.fit.backtest import forecast_value, score
+from bench import calibration_files
+from bench.backtest import forecast_value, score
+from bench.data import SHORT, SOURCES, RealCurve, load_real
 from scalerl.harness.analysis.fit.bootstrap import bootstrap_fits
 from scalerl.harness.analysis.fit.curve import sigmoid_curve
 from scalerl.harness.analysis.fit.fitters import Fitter, PaperGridFitter, fit_sigmoid_many
 from scalerl.harness.analysis.fit.powerlaw import fit_power_law
-from scalerl.harness.analysis.forecast.calibrations import LINEAR_CALIBRATION
 from scalerl.harness.analysis.forecast.ensemble import (
     DEFAULT_ENSEMBLE,
     MEMBERS,
@@ -83,11 +84,7 @@ from scalerl.harness.analysis.forecast.ensemble import (
     point_forecast_many,
 )
 from scalerl.harness.analysis.forecast.intervals import CALIBRATED_LEVELS, IntervalCalibration
-from scalerl.harness.importers import read_curves
 
-REAL = Path("/work/shared/data/real-rl-curves")
-SOURCES = ("wandb-export-deep-grpo", "tensorboard-verl-async", "verl-fork-parsed", "speedrl-dapo-json")
-SHORT = {SOURCES[0]: "W&B", SOURCES[1]: "TensorBoard", SOURCES[2]: "verl CSV", SOURCES[3]: "SPEED-RL"}
 CUTS = (0.25, 0.5, 0.75)
 LEVELS = (0.5, 0.8, 0.9)
 SLOPES = (0.0, 0.5, 1.0, 2.0)
@@ -107,36 +104,6 @@ GRID = tuple(
         ((0.6, 0.8), (0.7, 0.85)), (0.1, 0.25, 0.5, 1.0), (MEMBERS, ("sigmoid", "flat"))
     )
 )
-
-
-@dataclass(frozen=True)
-class RealCurve:
-    source: str
-    name: str
-    x: np.ndarray  # training step
-    y: np.ndarray
-
-
-def load_real(root: Path = REAL) -> list[RealCurve]:
-    """Every real curve on the step axis, W&B runs deduplicated by run name."""
-    out: list[RealCurve] = []
-    seen: set[str] = set()
-    for f in sorted((root / SOURCES[0]).glob("*.csv")):
-        for c in read_curves(f):
-            if c.run not in seen:
-                seen.add(c.run)
-                out.append(RealCurve(SOURCES[0], c.run, c.steps.astype(np.float64), c.values))
-    for f in sorted((root / SOURCES[1]).glob("*.tfevents")):
-        by = {c.metric: c for c in read_curves(f)}
-        for m in ("val-core/openai/gsm8k/reward/mean@1", "critic/score/mean"):
-            out.append(RealCurve(SOURCES[1], f"{f.stem}:{m}", by[m].steps.astype(np.float64), by[m].values))
-    for f in sorted((root / SOURCES[2]).glob("*.csv")):
-        c = read_curves(f, metric="critic/rewards/mean")[0]
-        out.append(RealCurve(SOURCES[2], c.run, c.steps.astype(np.float64), c.values))
-    for f in sorted((root / SOURCES[3]).glob("*/processed_metrics.json")):
-        for c in read_curves(f, metric="val-core/*/acc/mean@*"):
-            out.append(RealCurve(SOURCES[3], f"{c.run}:{c.metric}", c.steps.astype(np.float64), c.values))
-    return out
 
 
 @dataclass(frozen=True)
@@ -546,6 +513,11 @@ def main() -> None:
     ap.add_argument(
         "--boot", type=int, default=0, help="bootstrap replicates for the old fit_sigmoid intervals"
     )
+    ap.add_argument(
+        "--write-calibrations",
+        action="store_true",
+        help="replace the library's linear calibration file (the pruners') with the one chosen here",
+    )
     args = ap.parse_args()
     recentred_every = args.paper_every if args.recentred_every is None else args.recentred_every
     t0 = time.perf_counter()
@@ -695,12 +667,17 @@ def main() -> None:
         f"quantiles={tuple(round(q, 3) for q in cal.quantiles)}, horizon_slope={cal.horizon_slope}, "
         f"spread_weight={cal.spread_weight})"
     )
-    if (
-        st != DEFAULT_ENSEMBLE
-        or cal.horizon_slope != LINEAR_CALIBRATION.horizon_slope
-        or not np.allclose(cal.quantiles, LINEAR_CALIBRATION.quantiles, atol=0.0015)
-    ):
-        print("NOTE: the library's DEFAULT_ENSEMBLE / LINEAR_CALIBRATION differ from these; update them.")
+    if st != DEFAULT_ENSEMBLE:
+        print("NOTE: the library's DEFAULT_ENSEMBLE differs from these; update it.")
+    calibration_files.report(
+        "linear",
+        cal,
+        output="the line 'calibration shipped (all sources)'",
+        procedure="split-conformal quantiles of |error| / unit over every backtest (cuts 25, 50, 75%) of "
+        "all four sources, horizon slope chosen to even out coverage across horizon terciles; quantiles "
+        "rounded to 3 decimals",
+        write=args.write_calibrations,
+    )
     print(
         "(LINEAR_CALIBRATION is the pruner's; forecast_curve's DEFAULT_CALIBRATION is fitted by "
         "bench/forecast_sweep.py, for horizons up to 30x.)"

@@ -32,7 +32,7 @@ error / flat's)), then the held-out source is scored. Nothing else is tuned.
 
 Intervals: both forecasts are backtested at five cuts, 1/30, 10%, 25%, 50% and 75% of the last
 step (a cut needs >= 5 points before it), so held-out points lie 1-30x past the fitted compute.
-For each source the calibration (:func:`scalerl.harness.analysis.forecast.conformal.fit_calibration`:
+For each source the calibration (:func:`bench.conformal.fit_calibration`:
 split-conformal quantiles; linear or log-horizon growth, movement and trend weights chosen to
 even out coverage across horizon buckets and the training sources) is fitted on the other three
 sources and the held-out source's coverage is reported per horizon bucket (C / last fitted
@@ -51,7 +51,7 @@ shared calibration as until now; then the count of horizon-bucket cells in 85-95
 setting for every variant. The "fitted on all four sources" lines are the nested procedure run
 on all four (the library ships the single-curve one and the finished-by-the-rule one).
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/forecast_sweep.py [--paper-cache FILE]``.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m bench.forecast_sweep [--paper-cache FILE]``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,6 @@ import argparse
 import math
 import os
 import platform
-import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -70,10 +69,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from forecast import REAL, SHORT, SOURCES, RealCurve, load_real
-
-from scalerl.harness.analysis.forecast.conformal import (
+from bench import calibration_files
+from bench.conformal import (
     CHECK_LEVELS,
     HORIZON_EDGES,
     OBJECTIVES,
@@ -83,6 +80,8 @@ from scalerl.harness.analysis.forecast.conformal import (
     fit_calibration,
     fit_calibrations,
 )
+from bench.data import SHORT, SOURCES, RealCurve, first_file_of_runs, load_real
+from bench.forecast import paper_procedure
 from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many
 from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
 from scalerl.harness.analysis.forecast.sweep_prior import (
@@ -94,7 +93,6 @@ from scalerl.harness.analysis.forecast.sweep_prior import (
     siblings_finished,
     sweep_priors,
 )
-from scalerl.harness.importers import read_curves
 
 CUTS = (0.25, 0.5, 0.75)
 CAL_CUTS = (1 / 30, 0.1, 0.25, 0.5, 0.75)
@@ -120,12 +118,10 @@ OLD_CALIBRATION = IntervalCalibration(
 MIN_TRAIN = 5
 
 
-def sweeps_of(curves: Sequence[RealCurve]) -> list[str]:
-    """The sweep (sibling group) of every curve; see the module docstring."""
-    first_file: dict[str, str] = {}
-    for f in sorted((REAL / SOURCES[0]).glob("*.csv")):
-        for c in read_curves(f):
-            first_file.setdefault(c.run, f.stem)
+def sweeps_of(curves: Sequence[RealCurve], mix_sizes: bool = False) -> list[str]:
+    """The sweep (sibling group) of every curve; see the module docstring. ``mix_sizes`` puts
+    SPEED-RL's 1.5B and 7B runs of a benchmark in one sweep (a model-size sweep)."""
+    first_file = first_file_of_runs()
     out = []
     for c in curves:
         if c.source == SOURCES[0]:
@@ -136,7 +132,8 @@ def sweeps_of(curves: Sequence[RealCurve]) -> list[str]:
             out.append("verl")
         else:
             run, metric = c.name.split(":", 1)
-            out.append(f"speed:{run.split('-', 1)[0]}:{metric.split('/')[1]}")
+            size = "" if mix_sizes else run.split("-", 1)[0]
+            out.append(f"speed:{size}:{metric.split('/')[1]}")
     return out
 
 
@@ -414,10 +411,133 @@ def split_coverage_block(
     return out
 
 
+SweepSets = tuple[
+    dict[str, tuple[list[PointForecast], list[Case]]],  # per sibling setting: forecasts with a prior
+    list[PointForecast],  # both settings together
+    list[Case],
+    list[PointForecast],  # those siblings_finished calls finished, either setting
+    list[Case],
+]
+
+
+def sweep_sets(
+    cs: Sequence[Case], same: Sequence[PointForecast], finished: Sequence[PointForecast]
+) -> SweepSets:
+    """The sweep forecasts the intervals are fitted on: only those that used a prior (the rest are
+    single-curve forecasts with the single-curve calibration), per sibling setting, both together,
+    and the ones the library would call finished (``siblings_finished``)."""
+    used: dict[str, tuple[list[PointForecast], list[Case]]] = {}
+    both_pfs: list[PointForecast] = []
+    both_cs: list[Case] = []
+    for mode, pfs in (("same", same), ("finished", finished)):
+        keep = [k for k, p in enumerate(pfs) if p.names == SWEEP_MEMBERS]
+        used[mode] = ([pfs[k] for k in keep], [cs[k] for k in keep])
+        both_pfs += used[mode][0]
+        both_cs += used[mode][1]
+    far = [
+        (p, c) for mode, (pfs, ccs) in used.items() for p, c in zip(pfs, ccs, strict=True) if c.ran_on(mode)
+    ]
+    return used, both_pfs, both_cs, [p for p, _ in far], [c for _, c in far]
+
+
+def fit_all_sources(
+    curves: Sequence[RealCurve],
+    title: str,
+    pfs: Sequence[PointForecast],
+    pcs: Sequence[Case],
+    nested: bool,
+    **grid: Sequence[float],
+) -> IntervalCalibration:
+    """The calibration fitted on all four sources' forecasts (the objective chosen leave-one-source-out
+    inside them with ``nested``, else ``worst``), printed as the line the library's constants
+    come from."""
+    psrc = [curves[c.i].source for c in pcs]
+    gaps = inner_gaps(pfs, pcs, psrc, **grid) if nested else {}
+    objective = choose_objective(gaps) if nested else "worst"
+    cal = fit_calibration(pfs, [c.y_test for c in pcs], groups=psrc, objective=objective, **grid)  # type: ignore[arg-type]
+    inner = f" (mean inner gap {', '.join(f'{o} {g:.3f}' for o, g in gaps.items())})" if nested else ""
+    print(
+        f"\nfitted on all four sources ({title}), objective {objective}{inner}: "
+        f"IntervalCalibration(levels={cal.levels}, "
+        f"quantiles={tuple(round(q, 3) for q in cal.quantiles)}, horizon_slope={cal.horizon_slope}, "
+        f"spread_weight=1.0, log_horizon_slope={cal.log_horizon_slope}, move_weight={cal.move_weight}, "
+        f"trend_weight={cal.trend_weight}, sibling_weight={cal.sibling_weight}, "
+        f"own_weight={cal.own_weight})"
+    )
+    return cal
+
+
+BEFORE_GRID = {k: v for k, v in SWEEP_GRID.items() if k != "own_weights"}  # SWEEP_CALIBRATION's
+
+
+def shipped(
+    curves: Sequence[RealCurve],
+    cs: Sequence[Case],
+    single: Sequence[PointForecast],
+    sets: SweepSets,
+    write: bool,
+) -> None:
+    """Fit the three calibrations the library ships from this bench on all four sources, print
+    them beside the shipped files and, with ``write``, replace the files (bench/calibration_files.py)."""
+    _, both_pfs, both_cs, far_pfs, far_cs = sets
+    cuts = "cuts 1/30, 10, 25, 50, 75%"
+    for stem, title, pfs, pcs, nested, grid, procedure in (
+        (
+            "default",
+            "single",
+            single,
+            cs,
+            True,
+            {"own_weights": OWN_WEIGHTS},
+            f"fit_calibration on every single-curve backtest ({cuts}) of all four sources; own-error "
+            "term in the grid; objective chosen leave-one-source-out inside them",
+        ),
+        (
+            "sweep",
+            "sweep, worst gap, no own-error term",
+            both_pfs,
+            both_cs,
+            False,
+            BEFORE_GRID,
+            f"fit_calibration on the sweep forecasts with a prior (same-stage and finished siblings, "
+            f"kappa {SHIPPED_KAPPA:g}, {cuts}) of all four sources; worst-gap objective, no own-error term",
+        ),
+        (
+            "finished_sweep",
+            "sweep, finished by siblings_finished",
+            far_pfs,
+            far_cs,
+            True,
+            SWEEP_GRID,
+            f"fit_calibration on the sweep forecasts siblings_finished calls finished (either sibling "
+            f"setting, {cuts}) of all four sources; own-error term in the grid; objective chosen "
+            "leave-one-source-out inside them",
+        ),
+    ):
+        cal = fit_all_sources(curves, title, pfs, pcs, nested, **grid)
+        calibration_files.report(
+            stem,
+            cal,
+            output=f"the line 'fitted on all four sources ({title})'",
+            procedure=procedure + "; quantiles rounded to 3 decimals",
+            write=write,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--paper-cache", type=Path, default=None, help="JSON predictions of the paper procedure")
     ap.add_argument("--paper-label", default="paper", help="the paper row's name")
+    ap.add_argument(
+        "--calibrations-only",
+        action="store_true",
+        help="only fit the calibrations the library ships (on all four sources): no held-out tables",
+    )
+    ap.add_argument(
+        "--write-calibrations",
+        action="store_true",
+        help="replace the library's default/sweep/finished_sweep calibration files with the refit",
+    )
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
@@ -432,6 +552,12 @@ def main() -> None:
         f"{len(sizes)} sweeps: " + ", ".join(f"{g} {n}" for g, n in sizes.items())
     )
     cs = cases(curves, groups, CAL_CUTS)
+    if args.calibrations_only:
+        single = forecasts(cs, "single", 1.0)
+        sets = sweep_sets(cs, *(forecasts(cs, mode, SHIPPED_KAPPA) for mode in ("same", "finished")))
+        shipped(curves, cs, single, sets, args.write_calibrations)
+        print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+        return
     point = [c for c in cs if c.cut in CUTS]
     pidx = [k for k, c in enumerate(cs) if c.cut in CUTS]
 
@@ -459,19 +585,14 @@ def main() -> None:
         rows[label] = mine
     rows["flat-last-3"] = flat
     base_names = ["flat-last-3"]
-    try:
-        from forecast import paper_procedure  # the other bench's faithful paper baseline
-    except ImportError:
-        paper_procedure = None
-    if paper_procedure is not None:
-        every = paper_procedure(curves)[0]
-        rows["paper's procedure"] = {
-            (c.i, c.cut): float(np.mean(np.abs(np.asarray(every[c.cut].pred[c.i]) - c.y_test)))
-            if every[c.cut].pred[c.i] is not None
-            else math.nan
-            for c in point
-        }
-        base_names.append("paper's procedure")
+    every = paper_procedure(curves)[0]  # the faithful paper baseline of bench/forecast.py
+    rows["paper's procedure"] = {
+        (c.i, c.cut): float(np.mean(np.abs(np.asarray(every[c.cut].pred[c.i]) - c.y_test)))
+        if every[c.cut].pred[c.i] is not None
+        else math.nan
+        for c in point
+    }
+    base_names.append("paper's procedure")
     if args.paper_cache is not None:
         import json
 
@@ -566,15 +687,9 @@ def main() -> None:
     )
     # The sweep forecast's intervals: only forecasts that used a prior (the rest are single-curve
     # forecasts with the single-curve calibration); fitted on both sibling settings together.
-    both_pfs: list[PointForecast] = []
-    both_cs: list[Case] = []
-    used: dict[str, tuple[list[PointForecast], list[Case]]] = {}
-    for mode in ("same", "finished"):
-        keep = [k for k, p in enumerate(sweep[(mode, SHIPPED_KAPPA)]) if p.names == SWEEP_MEMBERS]
-        used[mode] = ([sweep[(mode, SHIPPED_KAPPA)][k] for k in keep], [cs[k] for k in keep])
-        both_pfs += used[mode][0]
-        both_cs += used[mode][1]
-    before_grid = {k: v for k, v in SWEEP_GRID.items() if k != "own_weights"}
+    sets = sweep_sets(cs, sweep[("same", SHIPPED_KAPPA)], sweep[("finished", SHIPPED_KAPPA)])
+    used, both_pfs, both_cs = sets[0], sets[1], sets[2]
+    before_grid = BEFORE_GRID
     settings = (("same", "same stage"), ("finished", "finished siblings"))
     band: dict[str, dict[str, int]] = {}
     for nested, how, grid in (
@@ -656,26 +771,10 @@ def main() -> None:
     print("|---|---|---|")
     for name, by_mode in band.items():
         print(f"| {name} | {by_mode['same']} | {by_mode['finished']} |")
-    srcs = [curves[c.i].source for c in cs]
-    for title, pfs, pcs, grid in (
-        ("single", single, cs, {"own_weights": OWN_WEIGHTS}),
-        ("sweep", both_pfs, both_cs, SWEEP_GRID),
-        ("sweep, finished by siblings_finished", far_pfs, far_cs, SWEEP_GRID),
-    ):
-        psrc = [curves[c.i].source for c in pcs]
-        gaps = inner_gaps(pfs, pcs, psrc, **grid)
-        objective = choose_objective(gaps)
-        cal = fit_calibration(pfs, [c.y_test for c in pcs], groups=psrc, objective=objective, **grid)
-        print(
-            f"\nfitted on all four sources ({title}), objective {objective} (mean inner gap "
-            + ", ".join(f"{o} {g:.3f}" for o, g in gaps.items())
-            + f"): IntervalCalibration(levels={cal.levels}, "
-            f"quantiles={tuple(round(q, 3) for q in cal.quantiles)}, horizon_slope={cal.horizon_slope}, "
-            f"spread_weight=1.0, log_horizon_slope={cal.log_horizon_slope}, move_weight={cal.move_weight}, "
-            f"trend_weight={cal.trend_weight}, sibling_weight={cal.sibling_weight}, "
-            f"own_weight={cal.own_weight})"
-        )
-    del srcs
+    # The nested refit of the shared sweep calibration is printed, not shipped (it gained one cell
+    # of 32 held out; SWEEP_CALIBRATION keeps the worst-gap procedure, fitted in shipped() below).
+    fit_all_sources(curves, "sweep", both_pfs, both_cs, True, **SWEEP_GRID)
+    shipped(curves, cs, single, sets, args.write_calibrations)
     kap = {
         mode: choose_kappa({k: errs_of(sweep[(mode, k)]) for k in KAPPAS}, flat, curves, SOURCES)
         for mode in ("same", "finished")

@@ -52,26 +52,23 @@ import argparse
 import itertools
 import math
 import os
-import platform
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import numpy as np
 
-from bench.forecast import REAL, SHORT, SOURCES, RealCurve, load_real
+from bench import provenance
+from bench.conformal import (
+    HORIZON_EDGES,
+    bucket_label,
+    fit_calibration,
+)
+from bench.data import SHORT, SOURCES, load_real
+from bench.forecast_sweep import Case, cases, choose_objective, fmt, inner_gaps, loo_smooth, sweeps_of
 from scalerl.harness.analysis.fit.curve import sigmoid_curve
 from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
-from scalerl.harness.analysis.forecast.conformal import (
-    HORIZON_EDGES,
-    OBJECTIVES,
-    bucket_label,
-    coverage_table,
-    fit_calibration,
-    fit_calibrations,
-)
 from scalerl.harness.analysis.forecast.ensemble import (
     DEFAULT_ENSEMBLE,
     EnsembleSettings,
@@ -87,17 +84,17 @@ from scalerl.harness.analysis.forecast.sweep_prior import (
     siblings_finished,
     sweep_priors,
 )
-from scalerl.harness.importers import read_curves
 
 CUTS = (0.25, 0.5, 0.75)
 CAL_CUTS = (1 / 30, 0.1, 0.25, 0.5, 0.75)
 MIN_TRAIN = 5
 ENSEMBLE_GRID = tuple(
-    EnsembleSettings(origins=o, temperature=t, flat_points=k, r0=r)  # type: ignore[arg-type]
-    for o, t, k, r in itertools.product(((0.7, 0.85), (0.5, 0.75)), (0.1, 0.25), (3, 10), ("first", "fit"))
+    EnsembleSettings(origins=o, temperature=t, flat_points=k)
+    for o, t, k in itertools.product(((0.7, 0.85), (0.5, 0.75)), (0.1, 0.25), (3, 10))
 )
-SWEEP_GRID = tuple(
-    SweepSettings(kappa=k, conflict_level=lv) for k, lv in itertools.product((0.5, 1.0), (0.95, 0.99))
+SWEEP_GRID = (
+    *(SweepSettings(kappa=k, conflict_level=lv) for k, lv in itertools.product((0.5, 1.0), (0.95, 0.99))),
+    SweepSettings(replace_sigmoid=True),  # the sweep member in place of the free sigmoid
 )
 BEFORE = SweepSettings(kappa=0.5, conflict_level=1.0, validation="siblings", spread="mad")
 MODES = ("same", "finished")
@@ -128,7 +125,7 @@ GUARD_SWEEPS = {
     ),
     "LOO, one mover": ((0.10, 0.55, 1.4, 300.0),) * 5 + ((0.10, 0.65, 1.4, 300.0),),
 }
-GUARD_RATIO, GUARD_SLACK, GUARD_DRAWS = 1.1, 0.001, 8
+GUARD_RATIO, GUARD_SLACK, GUARD_DRAWS = 1.1, 0.001, 16
 
 
 def guard(settings: SweepSettings) -> tuple[bool, str]:
@@ -170,61 +167,6 @@ def guard(settings: SweepSettings) -> tuple[bool, str]:
     return worst[0] <= GUARD_RATIO, f"worst {worst[0]:.2f} ({worst[1]})"
 
 
-def sweeps_of(curves: Sequence[RealCurve], mix_sizes: bool = False) -> list[str]:
-    """Every curve's sweep (see the module docstring); ``mix_sizes`` puts SPEED-RL's 1.5B and 7B
-    runs of a benchmark in one sweep (the model-size sweep)."""
-    first_file: dict[str, str] = {}
-    for f in sorted((REAL / SOURCES[0]).glob("*.csv")):
-        for c in read_curves(f):
-            first_file.setdefault(c.run, f.stem)
-    out = []
-    for c in curves:
-        if c.source == SOURCES[0]:
-            out.append(f"wandb:{first_file[c.name]}")
-        elif c.source == SOURCES[1]:
-            out.append(f"tb:{c.name.split(':', 1)[1]}")
-        elif c.source == SOURCES[2]:
-            out.append("verl")
-        else:
-            run, metric = c.name.split(":", 1)
-            size = "" if mix_sizes else run.split("-", 1)[0]
-            out.append(f"speed:{size}:{metric.split('/')[1]}")
-    return out
-
-
-@dataclass(frozen=True)
-class Case:
-    """One curve cut at one fraction: the fitted part, the held-out part and the siblings."""
-
-    i: int
-    cut: float
-    source: str
-    x: np.ndarray
-    y: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    same: list[tuple[np.ndarray, np.ndarray]]
-    finished: list[tuple[np.ndarray, np.ndarray]]
-
-    def siblings(self, mode: str) -> list[tuple[np.ndarray, np.ndarray]]:
-        return self.same if mode == "same" else self.finished
-
-
-def make_cases(curves: Sequence[RealCurve], groups: Sequence[str], cuts: Sequence[float]) -> list[Case]:
-    out = []
-    for cut in cuts:
-        for i, c in enumerate(curves):
-            at = cut * float(c.x[-1])
-            tr = c.x <= at
-            if int((tr & (c.x > 0)).sum()) < MIN_TRAIN or tr.all():
-                continue
-            sibs = [j for j in range(len(curves)) if j != i and groups[j] == groups[i]]
-            same = [(curves[j].x[curves[j].x <= at], curves[j].y[curves[j].x <= at]) for j in sibs]
-            whole = [(curves[j].x, curves[j].y) for j in sibs]
-            out.append(Case(i, cut, c.source, c.x[tr], c.y[tr], c.x[~tr], c.y[~tr], same, whole))
-    return out
-
-
 def single_forecasts(cs: Sequence[Case], settings: EnsembleSettings) -> list[PointForecast]:
     return point_forecast_many([(c.x, c.y) for c in cs], [c.x_test for c in cs], settings=settings)
 
@@ -242,19 +184,6 @@ def errors(pfs: Sequence[PointForecast], cs: Sequence[Case]) -> np.ndarray:
             for p, c in zip(pfs, cs, strict=False)
         ]
     )
-
-
-def loo_smooth(y: np.ndarray, k: int) -> np.ndarray:
-    """Each point's estimate from its k neighbours on either side, itself left out."""
-    out = np.empty(y.size)
-    for t in range(y.size):
-        nb = np.r_[y[max(0, t - k) : t], y[t + 1 : t + k + 1]]
-        out[t] = nb.mean() if nb.size else math.nan
-    return out
-
-
-def fmt(v: float, digits: int = 4) -> str:
-    return "-" if not math.isfinite(v) else f"{v:.{digits}f}"
 
 
 def median_of(e: np.ndarray, mask: np.ndarray) -> float:
@@ -277,38 +206,19 @@ def ratio_ci(
     return float(np.median(a) / np.median(b)), float(lo), float(hi)
 
 
-def loss_vs(errs: np.ndarray, base: np.ndarray, cs: Sequence[Case], sources: Sequence[str]) -> float:
+def loss_vs(
+    errs: np.ndarray, base: np.ndarray, cs: Sequence[Case], src: np.ndarray, sources: Sequence[str]
+) -> float:
     """max + mean over (cut, source) of log(median error / the base's median): a choice must not
     lose badly anywhere (bench/forecast.py's criterion)."""
     r = []
     for cut in CUTS:
         for s in sources:
-            m = np.array([c.cut == cut and c.source == s for c in cs])
+            m = np.array([c.cut == cut for c in cs]) & (src == s)
             a, b = median_of(errs, m), median_of(base, m)
             if math.isfinite(a) and math.isfinite(b) and b > 0:
                 r.append(math.log(a / b))
     return max(r) + float(np.mean(r))
-
-
-def inner_objective(
-    pfs: Sequence[PointForecast],
-    actual: Sequence[np.ndarray],
-    srcs: Sequence[str],
-    grid: dict[str, Sequence[float]],
-) -> str:
-    """The calibration objective with the least mean |coverage - level| when each of these sources
-    is held out in turn (bench/forecast_sweep.py's ``nested``; ties to ``worst``)."""
-    gaps: dict[str, list[float]] = {o: [] for o in OBJECTIVES}
-    for held in sorted(set(srcs)):
-        tr = [k for k, s in enumerate(srcs) if s != held]
-        te = [k for k, s in enumerate(srcs) if s == held]
-        cals = fit_calibrations(
-            [pfs[k] for k in tr], [actual[k] for k in tr], groups=[srcs[k] for k in tr], **grid
-        )
-        for o, cal in cals.items():
-            cells = coverage_table([pfs[k] for k in te], [actual[k] for k in te], cal)
-            gaps[o] += [abs(c.coverage - c.level) for c in cells if c.bucket != "all" and c.forecasts >= 3]
-    return min(OBJECTIVES, key=lambda o: (float(np.mean(gaps[o])) if gaps[o] else math.inf, o != "worst"))
 
 
 QUICK_CAL: dict[str, Sequence[float]] = {
@@ -320,53 +230,65 @@ _quick = False
 
 
 def calibrate(
-    pfs: Sequence[PointForecast], cs: Sequence[Case], grid: dict[str, Sequence[float]]
+    pfs: Sequence[PointForecast], cs: Sequence[Case], srcs: Sequence[str], grid: dict[str, Sequence[float]]
 ) -> tuple[IntervalCalibration, str]:
     """The calibration of these forecasts, its objective chosen on their sources (nested)."""
     if _quick:
         grid = {**grid, **QUICK_CAL, "horizon_slopes": (0.0,)}
     keep = [k for k, p in enumerate(pfs) if p.status == "ok"]
     pfs = [pfs[k] for k in keep]
-    actual = [cs[k].y_test for k in keep]
-    srcs = [cs[k].source for k in keep]
-    objective = inner_objective(pfs, actual, srcs, grid) if len(set(srcs)) > 1 else "worst"
+    cases_ = [cs[k] for k in keep]
+    actual = [c.y_test for c in cases_]
+    srcs = [srcs[k] for k in keep]
+    objective = choose_objective(inner_gaps(pfs, cases_, srcs, **grid)) if len(set(srcs)) > 1 else "worst"
     cal = fit_calibration(pfs, actual, groups=srcs, objective=objective, **grid)  # type: ignore[arg-type]
     return cal, objective
+
+
+def _columns(
+    rows: Sequence[tuple[PointForecast, Case, str]],
+) -> tuple[list[PointForecast], list[Case], list[str]]:
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
 def sweep_calibrations(
     sweep: dict[tuple[SweepSettings, str], list[PointForecast]],
     settings: SweepSettings,
     cs: Sequence[Case],
+    src: np.ndarray,
     held: str | None,
 ) -> tuple[IntervalCalibration, str, IntervalCalibration, str]:
     """The sweep forecast's two calibrations fitted without ``held``, as the library uses them:
     one on the forecasts whose siblings ran on (:func:`siblings_finished`, either sibling
     setting), one on the other sweep forecasts (both settings)."""
-    far, near = [], []
+    far: list[tuple[PointForecast, Case, str]] = []
+    near: list[tuple[PointForecast, Case, str]] = []
     for mode in MODES:
-        for p, c in zip(sweep[(settings, mode)], cs, strict=True):
-            if p.names != SWEEP_MEMBERS or c.source == held:
+        for p, c, s in zip(sweep[(settings, mode)], cs, src, strict=True):
+            if p.names != SWEEP_MEMBERS or s == held:
                 continue
-            (far if siblings_finished(c.x, c.siblings(mode)) else near).append((p, c))
-    cal_same, obj_same = calibrate([p for p, _ in near], [c for _, c in near], SWEEP_CAL_GRID)
-    cal_fin, obj_fin = calibrate([p for p, _ in far], [c for _, c in far], SWEEP_CAL_GRID)
+            (far if siblings_finished(c.x, c.siblings(mode)) else near).append((p, c, str(s)))
+    cal_same, obj_same = calibrate(*_columns(near), SWEEP_CAL_GRID)
+    cal_fin, obj_fin = calibrate(*_columns(far), SWEEP_CAL_GRID)
     return cal_same, obj_same, cal_fin, obj_fin
 
 
 def cal_label(cal: IntervalCalibration, objective: str) -> str:
     return (
-        f"h={cal.horizon_slope:g}, g={cal.log_horizon_slope:g}, m={cal.move_weight:g}, t={cal.trend_weight:g}, "
-        f"v={cal.sibling_weight:g}, o={cal.own_weight:g}, q90={cal.quantile(0.9):.3f}, {objective}"
+        f"h={cal.horizon_slope:g}, g={cal.log_horizon_slope:g}, m={cal.move_weight:g}, "
+        f"t={cal.trend_weight:g}, v={cal.sibling_weight:g}, o={cal.own_weight:g}, "
+        f"q90={cal.quantile(0.9):.3f}, {objective}"
     )
 
 
 def ens_label(st: EnsembleSettings) -> str:
-    return f"origins {st.origins}, T {st.temperature:g}, flat {st.flat_points}, R0 {st.r0}"
+    return f"origins {st.origins}, T {st.temperature:g}, flat {st.flat_points}"
 
 
 def sweep_label(st: SweepSettings) -> str:
-    return f"kappa {st.kappa:g}, level {st.conflict_level:g}"
+    return f"kappa {st.kappa:g}, level {st.conflict_level:g}" + (
+        ", sweep member replaces the sigmoid" if st.replace_sigmoid else ""
+    )
 
 
 def inside90(pf: PointForecast, y: np.ndarray, cal: IntervalCalibration) -> np.ndarray:
@@ -387,7 +309,7 @@ def coverage_rows(
     title: str,
     scored: Scored,
     cs: Sequence[Case],
-    keep: Callable[[int], bool],
+    src: np.ndarray,
     phase: Sequence[str],
 ) -> None:
     """90% coverage per cut (pooled and per source) and per horizon bucket past / before the
@@ -410,13 +332,13 @@ def coverage_rows(
             per.append(float(np.mean(ins)))
         return f"{100 * np.mean(per):.0f} ({len(per)})" if per else "-"
 
-    idx = [k for k in range(len(cs)) if keep(k)]
+    idx = list(range(len(cs)))
     print(f"\n#### {title}: 90% coverage, held out (forecasts in the cell)\n")
     print("| cut | all | " + " | ".join(SHORT[s] for s in SOURCES) + " |")
     print("|---|---|" + "---|" * len(SOURCES))
     for cut in CAL_CUTS:
         sel = [k for k in idx if cs[k].cut == cut]
-        cells = [cell([k for k in sel if cs[k].source == s]) for s in SOURCES]
+        cells = [cell([k for k in sel if src[k] == s]) for s in SOURCES]
         print(f"| {cut:.3g} | {cell(sel)} | " + " | ".join(cells) + " |")
     print("\n| inflection | " + " | ".join(bucket_label(b) for b in range(len(ratio_edges) - 1)) + " | all |")
     print("|---|" + "---|" * len(ratio_edges))
@@ -441,14 +363,13 @@ def main() -> None:
         ens_grid = (DEFAULT_ENSEMBLE, *ens_grid)
     curves = load_real()
     groups = sweeps_of(curves)
+    print(provenance.header())
     print(
-        f"date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {platform.node()} ({platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}); "
-        f"{len(curves)} curves: "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; {len(curves)} curves: "
         + ", ".join(f"{SHORT[s]} {sum(c.source == s for c in curves)}" for s in SOURCES)
     )
-    cs = make_cases(curves, groups, CAL_CUTS)
-    src = np.array([c.source for c in cs])
+    cs = cases(curves, groups, CAL_CUTS)
+    src = np.array([curves[c.i].source for c in cs])
     at_cut = {cut: np.array([c.cut == cut for c in cs]) for cut in CAL_CUTS}
     point = np.isin([c.cut for c in cs], CUTS)
     fits = fit_sigmoid_many([(c.x, c.y) for c in cs], r0=[float(c.y[0]) for c in cs])
@@ -479,7 +400,7 @@ def main() -> None:
         f"single-curve candidates: {len(ens_grid)} x {len(cs)} forecasts in {time.perf_counter() - t1:.0f} s"
     )
     t1 = time.perf_counter()
-    sweep = {(st, mode): sweep_forecasts(cs, mode, st) for st in (*sw_grid, BEFORE) for mode in MODES}
+    sweep = {(sst, mode): sweep_forecasts(cs, mode, sst) for sst in (*sw_grid, BEFORE) for mode in MODES}
     sweep_err = {key: errors(p, cs) for key, p in sweep.items()}
     base_single = single_err[DEFAULT_ENSEMBLE]
     print(
@@ -489,13 +410,12 @@ def main() -> None:
     # The synthetic guard: a SweepSettings candidate that drags a run of known truth is never chosen.
     t1 = time.perf_counter()
     passed = {}
-    for st in (*sw_grid, BEFORE):
-        passed[st], why = guard(st)
-        print(
-            f"guard, {sweep_label(st) if st != BEFORE else 'before issue 37'}: {'pass' if passed[st] else 'FAIL'}, {why}"
-        )
+    for cand in (*sw_grid, BEFORE):
+        passed[cand], why = guard(cand)
+        name = sweep_label(cand) if cand != BEFORE else "before issue 37"
+        print(f"guard, {name}: {'pass' if passed[cand] else 'FAIL'}, {why}")
     print(f"guard: {time.perf_counter() - t1:.0f} s")
-    sw_grid = tuple(st for st in sw_grid if passed[st]) or sw_grid
+    sw_grid = tuple(cand for cand in sw_grid if passed[cand]) or sw_grid
 
     # Leave one source out: choose on three, score the fourth.
     rows: dict[str, np.ndarray] = {
@@ -511,19 +431,27 @@ def main() -> None:
     for held in SOURCES:
         train = [s for s in SOURCES if s != held]
         tr_pt = [cs[k] for k in pt]
-        st = min(ens_grid, key=lambda s: loss_vs(single_err[s][pt], flat[pt], tr_pt, train))
+        st = min(ens_grid, key=lambda s: loss_vs(single_err[s][pt], flat[pt], tr_pt, src[pt], train))
         sw = min(
             sw_grid,
-            key=lambda s: sum(loss_vs(sweep_err[(s, m)][pt], base_single[pt], tr_pt, train) for m in MODES),
+            key=lambda s: sum(
+                loss_vs(sweep_err[(s, m)][pt], base_single[pt], tr_pt, src[pt], train) for m in MODES
+            ),
         )
-        test = [k for k in range(len(cs)) if cs[k].source == held]
-        tr_all = [k for k in range(len(cs)) if cs[k].source != held]
-        cal, obj = calibrate([single[st][k] for k in tr_all], [cs[k] for k in tr_all], SINGLE_GRID)
+        test = [k for k in range(len(cs)) if src[k] == held]
+        tr_all = [k for k in range(len(cs)) if src[k] != held]
+        cal, obj = calibrate(
+            [single[st][k] for k in tr_all],
+            [cs[k] for k in tr_all],
+            [str(src[k]) for k in tr_all],
+            SINGLE_GRID,
+        )
         # The sweep forecast's two calibrations, as the library picks them per forecast.
-        cal_same, obj_same, cal_fin, obj_fin = sweep_calibrations(sweep, sw, cs, held)
+        cal_same, obj_same, cal_fin, obj_fin = sweep_calibrations(sweep, sw, cs, src, held)
         print(
-            f"- held out {SHORT[held]}: single {ens_label(st)}; interval {cal_label(cal, obj)}. Sweep {sweep_label(sw)}; "
-            f"same-stage interval {cal_label(cal_same, obj_same)}; finished interval {cal_label(cal_fin, obj_fin)}"
+            f"- held out {SHORT[held]}: single {ens_label(st)}; interval {cal_label(cal, obj)}. "
+            f"Sweep {sweep_label(sw)}; same-stage interval {cal_label(cal_same, obj_same)}; "
+            f"finished interval {cal_label(cal_fin, obj_fin)}"
         )
         for k in test:
             rows["single"][k] = single_err[st][k]
@@ -578,8 +506,8 @@ def main() -> None:
             )
 
     print(
-        "\n#### Target 1: share of the gap flat-last-3 -> hindsight bound closed (>= 0.5 pooled): single-curve / "
-        "sweep with finished siblings / best member per curve in hindsight\n"
+        "\n#### Target 1: share of the gap flat-last-3 -> hindsight bound closed (>= 0.5 pooled): "
+        "single-curve / sweep with finished siblings / best member per curve in hindsight\n"
     )
     print("| cut | pooled | " + " | ".join(SHORT[s] for s in SOURCES) + " |")
     print("|---|---|" + "---|" * len(SOURCES))
@@ -596,7 +524,8 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     print(
-        "\n#### Target 1: single-curve MAE / flat-last-3's and / the paper procedure's (<= 1.05 on every source), 90% bootstrap interval\n"
+        "\n#### Target 1: single-curve MAE / flat-last-3's and / the paper procedure's (<= 1.05 on every "
+        "source), 90% bootstrap interval\n"
     )
     print("| cut | vs | " + " | ".join(SHORT[s] for s in SOURCES) + " |")
     print("|---|---|" + "---|" * len(SOURCES))
@@ -610,7 +539,8 @@ def main() -> None:
             print(f"| {int(100 * cut)}% | {vs} | " + " | ".join(cells) + " |")
 
     print(
-        "\n#### Target 2: sweep MAE / single-curve MAE (<= 1.05 on every source and cut), 90% bootstrap interval; wins / losses\n"
+        "\n#### Target 2: sweep MAE / single-curve MAE (<= 1.05 on every source and cut), 90% bootstrap "
+        "interval; wins / losses\n"
     )
     print("| cut | sweep | " + " | ".join(SHORT[s] for s in SOURCES) + " |")
     print("|---|---|" + "---|" * len(SOURCES))
@@ -619,12 +549,11 @@ def main() -> None:
             cells = []
             for s in SOURCES:
                 m = at_cut[cut] & (src == s)
-                a, b = rows[key][m], base_single[m]  # the same ensemble settings, without siblings
-                r, lo, hi = ratio_ci(a, b, rng)
-                ok = np.isfinite(a) & np.isfinite(b)
-                cells.append(
-                    f"{fmt(r, 2)} [{fmt(lo, 2)}, {fmt(hi, 2)}] {int((a[ok] < b[ok]).sum())}/{int((a[ok] > b[ok]).sum())}"
-                )
+                mine, alone = rows[key][m], base_single[m]  # the same ensemble, without siblings
+                r, lo, hi = ratio_ci(mine, alone, rng)
+                both = np.isfinite(mine) & np.isfinite(alone)
+                wins, losses = int((mine[both] < alone[both]).sum()), int((mine[both] > alone[both]).sum())
+                cells.append(f"{fmt(r, 2)} [{fmt(lo, 2)}, {fmt(hi, 2)}] {wins}/{losses}")
             print(f"| {int(100 * cut)}% | {names[key]} | " + " | ".join(cells) + " |")
     if (DEFAULT_SWEEP, MODES[0]) in sweep:
         ok = {mode: sweep_priors([cs[k].siblings(mode) for k in pt], DEFAULT_SWEEP) for mode in MODES}
@@ -646,22 +575,23 @@ def main() -> None:
         ("same", "sweep forecast, same stage"),
         ("finished", "sweep forecast, finished siblings"),
     ):
-        coverage_rows(f"Target 3, {title}", scored[key], cs, lambda k: True, phase)
+        coverage_rows(f"Target 3, {title}", scored[key], cs, src, phase)
 
     # The model-size sweep: SPEED-RL's 1.5B and 7B runs of a benchmark as one sweep.
     mixed = sweeps_of(curves, mix_sizes=True)
-    ms = [c for c in make_cases(curves, mixed, CUTS) if c.source == SOURCES[3]]
+    ms = [c for c in cases(curves, mixed, CUTS) if curves[c.i].source == SOURCES[3]]
     ms_single = errors(single_forecasts(ms, DEFAULT_ENSEMBLE), ms)
     print(
-        "\n#### The model-size sweep (SPEED-RL, 1.5B and 7B runs of a benchmark as one sweep): sweep / single MAE, shipped settings vs before\n"
+        "\n#### The model-size sweep (SPEED-RL, 1.5B and 7B runs of a benchmark as one sweep): sweep / "
+        "single MAE, shipped settings vs before\n"
     )
     print("| cut | siblings | settings | 1.5B | 7B |")
     print("|---|---|---|---|---|")
     size = np.array([curves[c.i].name.split("-", 1)[0] for c in ms])
     cut_of = np.array([c.cut for c in ms])
     for mode in MODES:
-        for label, st in (("shipped", DEFAULT_SWEEP), ("before", BEFORE)):
-            e = errors(sweep_forecasts(ms, mode, st), ms)
+        for label, sst in (("shipped", DEFAULT_SWEEP), ("before", BEFORE)):
+            e = errors(sweep_forecasts(ms, mode, sst), ms)
             for cut in CUTS:
                 cells = []
                 for sz in ("1.5B", "7B"):
@@ -671,15 +601,18 @@ def main() -> None:
                 print(f"| {int(100 * cut)}% | {mode} | {label} | " + " | ".join(cells) + " |")
 
     # The constants the library ships: chosen / fitted on all four sources.
-    st = min(ens_grid, key=lambda s: loss_vs(single_err[s][pt], flat[pt], [cs[k] for k in pt], SOURCES))
+    st = min(
+        ens_grid, key=lambda s: loss_vs(single_err[s][pt], flat[pt], [cs[k] for k in pt], src[pt], SOURCES)
+    )
     sw = min(
         sw_grid,
         key=lambda s: sum(
-            loss_vs(sweep_err[(s, m)][pt], base_single[pt], [cs[k] for k in pt], SOURCES) for m in MODES
+            loss_vs(sweep_err[(s, m)][pt], base_single[pt], [cs[k] for k in pt], src[pt], SOURCES)
+            for m in MODES
         ),
     )
-    cal, obj = calibrate(single[st], cs, SINGLE_GRID)
-    cal_same, obj_same, cal_fin, obj_fin = sweep_calibrations(sweep, sw, cs, None)
+    cal, obj = calibrate(single[st], cs, [str(v) for v in src], SINGLE_GRID)
+    cal_same, obj_same, cal_fin, obj_fin = sweep_calibrations(sweep, sw, cs, src, None)
     print(
         f"\nchosen on all four sources: EnsembleSettings({ens_label(st)}); SweepSettings({sweep_label(sw)})"
     )
@@ -689,8 +622,9 @@ def main() -> None:
         ("FINISHED_SWEEP_CALIBRATION", cal_fin, obj_fin),
     ):
         print(
-            f"{name} ({o}): quantiles={tuple(round(q, 3) for q in c.quantiles)}, horizon_slope={c.horizon_slope}, "
-            f"log_horizon_slope={c.log_horizon_slope}, move_weight={c.move_weight}, trend_weight={c.trend_weight}, "
+            f"{name} ({o}): quantiles={tuple(round(q, 3) for q in c.quantiles)}, "
+            f"horizon_slope={c.horizon_slope}, log_horizon_slope={c.log_horizon_slope}, "
+            f"move_weight={c.move_weight}, trend_weight={c.trend_weight}, "
             f"sibling_weight={c.sibling_weight}, own_weight={c.own_weight}"
         )
     if st != DEFAULT_ENSEMBLE or sw != DEFAULT_SWEEP:

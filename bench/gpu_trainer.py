@@ -34,9 +34,9 @@ the tokens compared are the same count. Both trainers see rewards of 0 everywher
 the zero-variance filter off and the length penalty as its length control (no interruption), so
 both sides forward and backward every sequence in full.
 
-    python bench/gpu_trainer.py --out /tmp/gpu-bench                 # on a GPU, the default cases
-    python bench/gpu_trainer.py --cases probe --probe-max-len 64     # where generation time goes
-    python bench/gpu_trainer.py --smoke --out /tmp/gpu-smoke         # CPU: toy shape, every case
+    python -m bench.gpu_trainer --out /tmp/gpu-bench                 # on a GPU, the default cases
+    python -m bench.gpu_trainer --cases probe --probe-max-len 64     # where generation time goes
+    python -m bench.gpu_trainer --smoke --out /tmp/gpu-smoke         # CPU: toy shape, every case
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ MLflow and Optuna are far slower, so they write ``--baseline-runs`` runs of at m
 ``--baseline-steps`` steps; their rate is per point and the full-size time is extrapolated from
 it (said so in the output). Usage::
 
-    .venv/bin/python bench/ingest.py                 # 100 runs x 10,000 steps x 3 metrics
-    .venv/bin/python bench/ingest.py --scale 0.1     # 10x fewer steps
-    .venv/bin/python bench/ingest.py --no-postgres
+    .venv/bin/python -m bench.ingest                 # 100 runs x 10,000 steps x 3 metrics
+    .venv/bin/python -m bench.ingest --scale 0.1     # 10x fewer steps
+    .venv/bin/python -m bench.ingest --no-postgres
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -160,7 +159,6 @@ def postgres() -> Iterator[Callable[[], str] | None]:
 
 
 def main() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.fixtures.postgres
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--steps", type=int, default=10_000)

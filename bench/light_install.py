@@ -8,7 +8,7 @@ trainer that only reports points costs: ``from scalerl.harness import client``, 
 a flush; the modules in ``sys.modules`` after, the heavy ones among them, and the peak RSS.
 Needs the package index (as ``make setup`` does)::
 
-    .venv/bin/python bench/light_install.py [--tries 5]
+    .venv/bin/python -m bench.light_install [--tries 5]
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ Resumable and idempotent: everything lives under ``--work`` (default bench/.work
 a rerun skips completed sweep runs (``scalerl sweep`` submits only what is missing), refits, and
 recomputes the hashes. ``--fresh`` deletes the work dir first.
 
-Run:  .venv/bin/python bench/replication.py            (full: 2 x 27 runs of 300 steps, ~20 min)
-      .venv/bin/python bench/replication.py --quick    (40 steps, 1 seed per set: checks the script)
+Run:  .venv/bin/python -m bench.replication            (full: 2 x 27 runs of 300 steps, ~20 min)
+      .venv/bin/python -m bench.replication --quick    (40 steps, 1 seed per set: checks the script)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ measures the `scalerl report` wall time, the file size, and, in headless Chromiu
 load event and to every figure drawn. A page holding only plotly.js and one tiny figure gives the
 floor that any offline Plotly page pays. Prints a Markdown table for bench/README.md.
 
-    .venv/bin/python bench/report_scale.py [--runs 100] [--points 10000] [--workdir bench/.work/report]
+    .venv/bin/python -m bench.report_scale [--runs 100] [--points 10000] [--workdir bench/.work/report]
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-# The Chromium driver lives with the test fixtures; bench scripts run from the repo root.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+# The Chromium driver lives with the test fixtures (importable: bench runs from the repo root).
 from scalerl.harness.analysis.fit.curve import sigmoid_curve
 from scalerl.harness.cli import main as scalerl
 from tests.fixtures.chromium import PageResult, load_page

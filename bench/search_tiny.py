@@ -1,7 +1,8 @@
 """A real search on the tiny testbed, side by side: no pruning, Optuna's MedianPruner and
-HyperbandPruner, and this project's ForecastPruner, with the same sampler, seed and trial budget.
+HyperbandPruner, and this project's forecast pruner (BoundPruner), with the same sampler, seed and
+trial budget.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/search_tiny.py [--trials 10] [--budget 150]
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.search_tiny [--trials 10] [--budget 150]
 
 Each pruner runs ``recipes/tiny-search.yaml`` (learning rate x loss on the tiny preset) into its
 own SQLite store with one in-process worker (``--executor debug``: the trials run one after

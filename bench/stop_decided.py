@@ -7,7 +7,7 @@ the same sweep run with ``fit.stop_when=decided``::
     OMP_NUM_THREADS=1 .venv/bin/scalerl sweep recipes/tiny-loo.yaml fit.stop_when=decided \\
         --executor local --max-parallel 27 --wait \\
         --db sqlite:///$PWD/bench/.work/stop-decided/S.db --state-dir $PWD/bench/.work/stop-decided/state
-    .venv/bin/python bench/stop_decided.py
+    .venv/bin/python -m bench.stop_decided
 
 Compute per run: the steps it trained (a stopped run's checkpoint step, read from its workdir under
 ``--state``; a completed run's budget) and the FLOPs at that step (interpolated on the full

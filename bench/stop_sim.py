@@ -29,7 +29,7 @@ sequential), nulls called mover or shaper, decided verdicts wrong, share with a 
 the dA interval's coverage of the true dA (at the level the verdict was taken); 95% intervals from
 resampling whole sweeps.
 
-Run: ``.venv/bin/python bench/stop_sim.py [--sweeps 20] [--seed 0] [--boot 50] [--fractions
+Run: ``.venv/bin/python -m bench.stop_sim [--sweeps 20] [--seed 0] [--boot 50] [--fractions
 0.25,0.5,0.75]`` (``--sweeps`` per cell, 6 cells; ~3-4 s a sweep on the shared 2-core VM, so
 ~7 minutes by default); writes ``bench/.work/stop_sim/stop_sim.json`` (every knob's row in every
 arm, the tables, timings).
@@ -49,8 +49,7 @@ from typing import Any
 import numpy as np
 
 # A sibling bench script: its designs, noise model and scoring.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import verdict_sim
+from bench import verdict_sim
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench" / ".work" / "stop_sim"
@@ -344,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(text)
     report = {
-        "command": "python bench/stop_sim.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m bench.stop_sim " + " ".join(argv if argv is not None else sys.argv[1:]),
         "sweeps": len(sweeps),
         "knobs": len(rows) // len(ARMS),
         "wall_s": round(wall, 1),

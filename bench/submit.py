@@ -12,7 +12,7 @@ measured and the jobs are cancelled right after. An ``sbatch`` shim first on PAT
   submission time is measured from process start to the end of its (last) ``sbatch`` call; the
   process is then stopped and its jobs cancelled.
 
-    .venv/bin/python bench/submit.py [--variants 1000]
+    .venv/bin/python -m bench.submit [--variants 1000]
 """
 
 from __future__ import annotations

@@ -10,22 +10,25 @@ job's periodic read of the store's attempt counter can see the fence).
 
 There is no other tool to run side by side: before this harness stopped superseded attempts, the
 answer was "until the budget ends"; ``--repo`` runs the same measurement against another checkout
-(e.g. a worktree of an older commit), in the same process layout, for the comparison.
+(e.g. a worktree of an older commit), in the same process layout, for the comparison: this file
+runs again in a child process with that checkout's ``scalerl`` first on ``PYTHONPATH``.
 
-    .venv/bin/python bench/supersede.py [--steps 6000] [--repeats 2] [--repo PATH]
+    .venv/bin/python -m bench.supersede [--steps 6000] [--repeats 2] [--repo PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(os.environ.get("SCALERL_SUPERSEDE_REPO") or Path(__file__).resolve().parents[1])
 
 
 def measure(tmp: Path, steps: int, step_s: float, report: str, eval_every: int) -> tuple[float, str, int]:
@@ -79,10 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--repo", type=Path, default=None, help="measure this checkout's code instead")
     args = ap.parse_args(argv)
-    global REPO
     if args.repo is not None:
-        REPO = args.repo.resolve()
-        sys.path.insert(0, str(REPO))  # its `scalerl` package (symlinks to its harness/ and db/)
+        # Its `scalerl` package (symlinks to its harness/ and db/) ahead of ours: run as a file, this
+        # module imports nothing of bench, so the child's path holds our bench/ and that checkout.
+        repo = str(args.repo.resolve())
+        env = {**os.environ, "PYTHONPATH": repo, "SCALERL_SUPERSEDE_REPO": repo}
+        raw = list(sys.argv[1:] if argv is None else argv)
+        rest = [
+            a
+            for i, a in enumerate(raw)
+            if not a.startswith("--repo") and not (i > 0 and raw[i - 1] == "--repo")
+        ]
+        return subprocess.run([sys.executable, __file__, *rest], env=env, check=False).returncode
     import scalerl
 
     print(f"code: {Path(scalerl.__file__).parent.parent}; {platform.processor() or platform.machine()}")

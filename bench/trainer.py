@@ -6,7 +6,7 @@ steps, on CPU, in one process, one after the other. Reported: optimizer steps pe
 generated tokens per second (completion tokens the policy produced, divided by the wall time of
 the training loop; model building and our validation passes are excluded on both sides).
 
-Run:  OMP_NUM_THREADS=1 .venv/bin/python bench/trainer.py [--steps 30] [--threads 1]
+Run:  OMP_NUM_THREADS=1 .venv/bin/python -m bench.trainer [--steps 30] [--threads 1]
 
 TRL needs an HF tokenizer: the harness's character vocabulary is rebuilt as a
 ``PreTrainedTokenizerFast`` locally (no download). TRL runs with ``beta=0`` (no reference model:

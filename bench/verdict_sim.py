@@ -2,9 +2,9 @@
 
 Issue 23, items 5 and 6: the instrument that scores a verdict rule. Steps:
 
-1. The noise model is fitted on the real curves in ``../shared/data/real-rl-curves/``, read with the
-   product's importers (``scalerl.harness.importers.read_file``), per source
-   (:func:`scalerl.harness.analysis.sim.noise_fit.estimate_noise`). The bench's model: binomial noise at
+1. The noise model is fitted on the real curves (:mod:`bench.data`: the product's importers on
+   /work/shared/data/real-rl-curves), per source
+   (:func:`bench.noise_fit.estimate_noise`). The bench's model: binomial noise at
    the demo's n = 640 (recorded with every point, as the trainer logs it); the AR(1) wander of the
    W&B GSM8K validation curves (the one source with a clear one: 17 curves of ~650 evaluations),
    carried to the simulated schedule (an evaluation every 10 steps, as the demo) with its
@@ -26,7 +26,7 @@ Issue 23, items 5 and 6: the instrument that scores a verdict rule. Steps:
    right or wrong. dA coverage: the true dA inside the verdict's 95% interval (a one-sided
    ``dA >= lo`` where the rule gives only a lower bound), over the knobs that have one.
 
-Run: ``.venv/bin/python bench/verdict_sim.py [--knobs 2000]`` (~12 minutes for the default 2,016
+Run: ``.venv/bin/python -m bench.verdict_sim [--knobs 2000]`` (~12 minutes for the default 2,016
 knobs on the shared 2-core VM); prints markdown tables (with 95% intervals from resampling whole
 sweeps) and writes ``bench/.work/verdict_sim/verdict_sim.json`` (every knob's row, the tables, the
 noise fits, timings). ``--noise binomial`` keeps only the binomial points and the seed spread;
@@ -37,7 +37,6 @@ known truth (simulator)".
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import re
@@ -52,7 +51,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "real-rl-curves"
 WORK = ROOT / "bench" / ".work" / "verdict_sim"
 SEEDS = (3, 5, 8)
 BUDGETS = (0.6, 0.9, 0.99)
@@ -71,14 +69,13 @@ DECIDED = ("asymptote-mover", "efficiency-shaper", "no-effect")
 # ----------------------------------------------------------------------------- noise from real curves
 def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[list[int]], str]]:
     """Source -> (curves on the step axis, n per curve, replicate groups, what was read)."""
-    from scalerl.harness.importers import read_file
+    from bench import data
 
     out: dict[str, tuple[list[tuple[Any, Any]], list[float], list[list[int]], str]] = {}
     seen: dict[str, Any] = {}
-    for f in sorted(glob.glob(str(DATA / "wandb-export-deep-grpo" / "*.csv"))):
-        for c in read_file(f).curves:  # runs repeat across files: keep each run's longest curve
-            if c.run not in seen or len(c) > len(seen[c.run]):
-                seen[c.run] = c
+    for _, c in data.read(data.WANDB):  # runs repeat across files: keep each run's longest curve
+        if c.run not in seen or len(c) > len(seen[c.run]):
+            seen[c.run] = c
     wb = list(seen.values())
     out["wandb-export-deep-grpo"] = (
         [(c.steps.astype(float), c.values) for c in wb],
@@ -86,12 +83,7 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
         [],
         "GSM8K val mean@1 (n=1319), 17 runs, every 5 steps",
     )
-    metric = "val-core/openai/gsm8k/reward/mean@1"
-    tb = [
-        c
-        for f in sorted(glob.glob(str(DATA / "tensorboard-verl-async" / "*.tfevents")))
-        for c in read_file(f, metric=metric).curves
-    ]
+    tb = [c for _, c in data.read(data.TENSORBOARD, data.TB_VAL)]
     names = [c.run for c in tb]
     pairs = [["q3b_fsdp_base", "q3b_mcore_base"], ["q3b_fsdp_off_ppl", "q3b_mcore_off_ppl"]]
     out["tensorboard-verl-async"] = (
@@ -100,11 +92,7 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
         [[names.index(a) for a in p] for p in pairs if all(a in names for a in p)],
         "GSM8K val mean@1 (n=1319), 11 runs, every 5 steps; FSDP/Megatron pairs as replicates",
     )
-    vf = [
-        c
-        for f in sorted(glob.glob(str(DATA / "verl-fork-parsed" / "*.csv")))
-        for c in read_file(f, metric="critic/rewards/mean").curves
-    ]
+    vf = [c for _, c in data.read(data.VERL, data.VERL_REWARD)]
     out["verl-fork-parsed"] = (
         [(c.steps.astype(float), c.values) for c in vf],
         [128.0] * len(vf),
@@ -117,11 +105,12 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
         "val-core/MATH500-Qwen-instruct/acc/mean@1": 500.0,
         "val-core/math_dapo-Qwen-instruct/acc/mean@1": 1000.0,
     }
-    for f in sorted(glob.glob(str(DATA / "speedrl-dapo-json" / "*" / "processed_metrics.json"))):
-        for c in read_file(f).curves:
-            if c.metric in wanted:
-                sp.append(c)
-                ns.append(wanted[c.metric])
+    # In the order of the files' path strings (the noise model's fits were made so; data.files
+    # sorts by path parts, which puts "run" before "run+20").
+    for _, c in sorted(data.read(data.SPEEDRL, data.SPEED_VAL), key=lambda fc: str(fc[0])):
+        if c.metric in wanted:
+            sp.append(c)
+            ns.append(wanted[c.metric])
     out["speedrl-dapo-json"] = (
         [(c.steps.astype(float), c.values) for c in sp],
         ns,
@@ -133,7 +122,7 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
 
 def fit_noise() -> tuple[dict[str, Any], Any]:
     """Per-source estimates (as dicts) and the bench's NoiseModel (module docstring)."""
-    from scalerl.harness.analysis.sim.noise_fit import estimate_noise
+    from bench.noise_fit import estimate_noise
     from scalerl.harness.analysis.sim.simulate import NoiseModel
 
     est = {}
@@ -577,7 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"had a simulated dip in {real}, none in {len(calls) - real}"
     )
     report = {
-        "command": "python bench/verdict_sim.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m bench.verdict_sim " + " ".join(argv if argv is not None else sys.argv[1:]),
         "knobs": len(rows),
         "sweeps": k,
         "wall_s": round(wall, 1),

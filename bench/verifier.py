@@ -6,7 +6,7 @@ eight answer forms) are scored three ways: math-verify's ``parse`` + ``verify`` 
 our :class:`~scalerl.harness.rl.verifiers.Scorer` (a worker process with a per-check deadline). Each runs
 twice (cold caches, then warm); the scores must agree.
 
-    .venv/bin/python bench/verifier.py
+    .venv/bin/python -m bench.verifier
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ A warm start that converges gives the same quality whatever the last bit of a ma
 stops mid-flight does not. Also reports each setting's weights digest (the same digest means the
 same bits) and its warm-start wall time (single thread; noisy on a shared machine).
 
-    .venv/bin/python bench/warmstart.py            # ~10 minutes on 2 cores
-    .venv/bin/python bench/warmstart.py --quick    # the two pinned-numerics rows only
+    .venv/bin/python -m bench.warmstart            # ~10 minutes on 2 cores
+    .venv/bin/python -m bench.warmstart --quick    # the two pinned-numerics rows only
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.fixtures.mkl_vendor import build_intel_shim
 
-from tests.fixtures.mkl_vendor import build_intel_shim  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 WORK = ROOT / "bench" / ".work"
 

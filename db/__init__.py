@@ -14,6 +14,7 @@ from scalerl.db.errors import (
     SchemaOutOfDateError,
     StoreError,
     StoreIntegrityError,
+    StorePermissionError,
     StoreReadOnlyError,
     StoreUnavailableError,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreIntegrityError",
+    "StorePermissionError",
     "StoreReadOnlyError",
     "StoreUnavailableError",
     "curves",

@@ -17,6 +17,7 @@ __all__ = [
     "SchemaOutOfDateError",
     "StoreError",
     "StoreIntegrityError",
+    "StorePermissionError",
     "StoreReadOnlyError",
     "StoreUnavailableError",
     "scrub",
@@ -35,6 +36,18 @@ class StoreIntegrityError(StoreError):
 class StoreReadOnlyError(StoreError):
     """A write to a store opened read-only, or one the database refused as read-only (a SQLite
     file or folder without write permission, a read-only PostgreSQL role or replica)."""
+
+
+class StorePermissionError(StoreReadOnlyError):
+    """The database refused this role a write: PostgreSQL's privileges or row-level security
+    (a sweep another role owns and did not grant; README, "Sharing a store")."""
+
+
+def is_denied(err: BaseException) -> bool:
+    """True for PostgreSQL's "insufficient privilege" (SQLSTATE 42501): a missing GRANT, or a row
+    that a row-level security policy refuses."""
+    orig = getattr(err, "orig", err)
+    return getattr(orig, "sqlstate", None) == "42501" or getattr(orig, "pgcode", None) == "42501"
 
 
 def is_readonly(err: BaseException) -> bool:
@@ -64,6 +77,12 @@ def translate(err: BaseException, *, url: str, doing: str) -> StoreError:
         return err
     orig = getattr(err, "orig", None) or err
     detail = scrub(" ".join(str(orig).split()))[:500]
+    if is_denied(err):
+        return StorePermissionError(
+            f"store {url}: {doing} was refused to this role: {detail} (fix: every role may read; to "
+            "change a sweep, ask its owner for `scalerl db grant ROLE --sweep SWEEP`; for write "
+            "access to the store, its administrator for `scalerl db grant ROLE --write`)"
+        )
     if is_readonly(err):
         return StoreReadOnlyError(
             f"store {url}: {doing} needs write access, but the database is read-only: {detail} "

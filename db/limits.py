@@ -34,6 +34,13 @@ def name_problem(value: object, limit: int = NAME_MAX) -> str | None:
         return f"is {len(value)} characters long, more than the store's {limit}"
     if "\x00" in value:
         return "contains a NUL character"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            # A lone surrogate (a name decoded with errors="surrogateescape", or "\udc80" typed in):
+            # no database encoding can hold it, and the driver fails the whole batch it rides in.
+            return f"contains {value[err.start]!r}, a lone surrogate that no text encoding can store"
     return None
 
 
@@ -45,7 +52,8 @@ def check_name(value: object, what: str, *, limit: int = NAME_MAX, where: str = 
     shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else repr(value[:57] + "...")
     prefix = f"{where}: " if where else ""
     raise StoreError(
-        f"{prefix}{what} {shown} {problem} (fix: use a non-empty name of at most {limit} characters)"
+        f"{prefix}{what} {shown} {problem} (fix: use a non-empty name of at most {limit} characters "
+        "of valid text: no NUL, no lone surrogate)"
     )
 
 
@@ -60,3 +68,5 @@ def step_problem(step: int) -> str | None:
 
 # ``run.seed`` is INTEGER as well: a seed past int4 (an imported "1e30") fails at registration.
 SEED_MAX: int = 2**31 - 1
+# ``point.n`` (the samples behind a rate) is INTEGER too.
+COUNT_MAX: int = 2**31 - 1

@@ -42,6 +42,31 @@ class Sweep(Base):
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The database role that created it (PostgreSQL's current_user, set by the database; 0007).
+    # On PostgreSQL a sweep made before 0007 belongs to the role that ran the migration (the store's
+    # administrator); NULL on SQLite. Who may change it: README, "Sharing a store".
+    owner: Mapped[str | None] = mapped_column(String(200))
+
+
+class SweepGrant(Base):
+    """A role, besides the owner, that may change a sweep (``scalerl db grant``; 0007)."""
+
+    __tablename__ = "sweep_grant"
+    __table_args__ = (PrimaryKeyConstraint("sweep", "grantee", name="pk_sweep_grant"),)
+
+    sweep: Mapped[str] = mapped_column(ForeignKey("sweep.name", ondelete="CASCADE"))
+    grantee: Mapped[str] = mapped_column(String(200))
+    granted_by: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime | None]
+
+
+class Meta(Base):
+    """Facts about the store itself: ``store_id``, a UUID made once by migration 0007."""
+
+    __tablename__ = "scalerl_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 class Run(Base):
@@ -75,6 +100,12 @@ class Run(Base):
     # The code the latest attempt ran (git commit, dirty-diff hash, package versions; 0006), set by
     # start_attempt. NULL = unknown: runs stored before 0006, imported runs.
     provenance: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The latest attempt's process (0007): its pid on ``host``, its start time as the kernel counts
+    # it (``<boot id>:<ticks>``: a reused pid is another process), and the last time its point
+    # writer said it lives. NULL for runs started before 0007 (never judged) and imported runs.
+    pid: Mapped[int | None] = mapped_column(Integer)
+    pid_start: Mapped[str | None] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime | None]
 
 
 class SweepRun(Base):

@@ -67,7 +67,7 @@ _FLOAT_COLUMNS = ("value", *COMPUTE_UNITS, "n")
 RUN_COLUMNS: tuple[str, ...] = (
     "run_id", "sweep", "variant", "knob", "alternative", "seed", "config_hash", "status", "attempts",
     "executor", "job_id", "host", "created_at", "started_at", "ended_at", "error", "provenance",
-    "n_points", "last_step",
+    "pid", "pid_start", "heartbeat_at", "n_points", "last_step",
 )  # fmt: skip
 
 

@@ -23,7 +23,9 @@ EVENT_KINDS: frozenset[str] = frozenset(
      "losses", "code-changed"}
 )  # fmt: skip
 
-WriteOutcome = Literal["ok", "fenced", "unknown_run"]
+# "denied": the run exists, and the store refuses this role's writes to it (a shared PostgreSQL
+# store's row-level security: a sweep this role does not own and was not granted).
+WriteOutcome = Literal["ok", "fenced", "unknown_run", "denied"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,10 @@ class RunInfo:
     # The code the latest attempt ran (schema 0006; scalerl.harness.execution.provenance); None:
     # unknown (stored before 0006, imported, or never started).
     provenance: Mapping[str, Any] | None = None
+    # The latest attempt's process and its last heartbeat (schema 0007); None when unknown.
+    pid: int | None = None
+    pid_start: str | None = None
+    heartbeat_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -84,3 +90,6 @@ class ReplayReport:
     # quarantine file keeps them with the reason, next to the spool (``quarantine/<spool file>``).
     quarantined_points: int = 0
     quarantined: tuple[str, ...] = field(default_factory=tuple)
+    # Spool files whose points belong to another store: (file, its store id, its store's URL).
+    # Kept, never written here: a run id is a config hash, the same in every store.
+    kept_other_store: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)

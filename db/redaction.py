@@ -25,6 +25,8 @@ import itertools
 import logging
 import re
 import urllib.parse
+from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy.engine import URL, make_url
 
@@ -34,7 +36,9 @@ MASK = "***"
 # percent-decoded) ends with one of these ("sslpassword", "PGPASSWORD"), its last word ends with
 # "token" ("x_auth_token"), or two adjacent words spell one ("api_key", "accessKey"). Whole words,
 # so "max_tokens", "tokenizer", "token_avg" or the "tokens" compute axis are not secrets.
-_SECRET_ENDINGS = ("password", "passwd", "passphrase", "pwd", "secret", "credential", "credentials")
+_SECRET_ENDINGS = (
+    "password", "passwd", "passphrase", "pwd", "secret", "credential", "credentials", "authorization",
+)  # fmt: skip
 _TOKENIZER_WORDS = {"pad", "eos", "bos", "unk", "sep", "cls", "mask", "special", "end", "start", "think"}
 _SECRET_PAIRS = {"apikey", "accesskey", "privatekey", "secretkey", "authkey", "sessionkey"}
 
@@ -68,9 +72,45 @@ _KEY = re.compile(
 _VALUE = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s&;,\"'<>(){}\[\]]+")
 
 
+# An HTTP authorization header's credentials (``Authorization: Bearer eyJ...``, ``"authorization":
+# "Basic dXNlcjpwdw=="``): the scheme stays, the credentials go; and a bearer token anywhere.
+_SCHEMES = ("bearer", "basic", "digest", "token", "negotiate")
+_AUTH_HEADER = re.compile(
+    r"(?i)(?P<head>\bauthorization[\"']?\s*[:=]\s*[\"']?)(?:(?P<scheme>"
+    + "|".join(_SCHEMES)
+    + r")(?P<sep>\s+))?(?P<cred>[^\s\"',;]+)"
+)
+_BEARER = re.compile(r"(?i)\b(?P<scheme>bearer)(?P<sep>\s+)(?P<cred>[A-Za-z0-9._~+/=\-]{8,})")
+# ``--password X`` / ``-api-key X``: a command-line option that names a secret, its value after a space
+# (``--password=X`` is a key/value pair, below).
+_FLAG = re.compile(
+    r"(?<![\w\-])(?P<flag>--?[A-Za-z][\w\-]*)(?P<sep>[ \t]+)"
+    r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s\-][^\s]*)"
+)
+# Credentials recognised by their shape wherever they stand (a traceback that prints a header, an
+# environment dump): the providers' documented token prefixes, AWS access key ids, JSON web tokens,
+# PEM private keys. A 40-hex W&B key looks like a git commit and is caught only by its key's name.
+_TOKENS = re.compile(
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_\-]{20,}"
+    r"|sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}"
+    r"|AIza[0-9A-Za-z_\-]{30,}|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}"
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,})"
+)
+_PEM = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S)
+
+
 def scrub(text: str) -> str:
-    """``text`` with every secret a URL, DSN, query string or key/value pair can carry replaced."""
+    """``text`` with every secret a URL, DSN, query string, key/value pair, command-line option,
+    authorization header or well-known token shape can carry replaced."""
+    text = _PEM.sub(MASK, text)
     text = _USERINFO.sub(lambda m: m.group("head") + MASK + "@", text)
+    text = _AUTH_HEADER.sub(
+        lambda m: m.group("head") + (m.group("scheme") or "") + (m.group("sep") or "") + MASK, text
+    )
+    text = _BEARER.sub(lambda m: m.group("scheme") + m.group("sep") + MASK, text)
+    text = _FLAG.sub(lambda m: m.group("flag") + m.group("sep") + MASK if is_secret_key(m.group("flag"))
+                     else m.group(0), text)  # fmt: skip
+    text = _TOKENS.sub(MASK, text)
     out: list[str] = []
     pos = 0
     for m in _KEY.finditer(text):
@@ -79,11 +119,38 @@ def scrub(text: str) -> str:
             continue
         value = _VALUE.match(text, m.end())
         end = value.end() if value else m.end()
+        if value and value.group().lower() in _SCHEMES and text[end:].lstrip(" \t").startswith(MASK):
+            continue  # ``Authorization: Bearer ***``: its credentials are masked already
         quote = text[m.end()] if value and text[m.end()] in "\"'" else ""
         out.append(text[pos : m.end()] + quote + MASK + quote)
         pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+_NAME_FIELDS = ("name", "key", "Name", "Key")
+_VALUE_FIELDS = ("value", "val", "Value")
+
+
+def redact_value(value: Any, key: str | None = None) -> Any:
+    """``value`` (plain data: a config, a run's params and tags) with every secret masked: the
+    value under a key that names a secret (:func:`is_secret_key`) becomes ``***``, every string
+    is :func:`scrub`'d (a ``db_url`` with its password keeps its shape, the password goes), and
+    mappings and lists are walked. What is not text passes as it is."""
+    if key is not None and is_secret_key(key) and value not in (None, "", MASK):
+        return MASK
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        # ``{"name": "WANDB_API_KEY", "value": "..."}`` (a Kubernetes or Slurm env entry): the
+        # secret's name is a sibling's value.
+        named = next((value[k] for k in _NAME_FIELDS if isinstance(value.get(k), str)), None)
+        hidden = isinstance(named, str) and is_secret_key(named)
+        return {k: MASK if hidden and k in _VALUE_FIELDS and value[k] not in (None, "")
+                else redact_value(v, str(k)) for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list | tuple):
+        return [redact_value(v) for v in value]
+    return value
 
 
 def _as_url(url: str | URL) -> URL | None:

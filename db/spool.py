@@ -22,13 +22,14 @@ import math
 import os
 import re
 import stat
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scalerl.db.errors import StoreError, StoreReadOnlyError, StoreUnavailableError
-from scalerl.db.limits import SEED_MAX, STEP_MAX, name_problem
+from scalerl.db.limits import COUNT_MAX, RUN_ID_MAX, SEED_MAX, STEP_MAX, name_problem
 from scalerl.db.records import ReplayReport, WriteOutcome
 from scalerl.harness.axes import COMPUTE_UNITS
 
@@ -56,8 +57,14 @@ def _fsync_dir(directory: Path) -> None:
 class SpoolFile:
     """One writer's spool file; created lazily on the first append. Not thread safe."""
 
-    def __init__(self, directory: Path, run_id: str, attempt: int) -> None:
+    def __init__(
+        self, directory: Path, run_id: str, attempt: int, store_id: str | None = None, store_url: str = ""
+    ) -> None:
         self.directory = directory
+        # Which store the points belong to (``scalerl_meta.store_id``, and its redacted URL for
+        # messages): replay refuses to write them into another.
+        self.store_id = store_id
+        self.store_url = store_url
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
         self.path = directory / f"{safe}.a{attempt}.{os.getpid()}.{uuid.uuid4().hex[:8]}.jsonl"
         self.run_id = run_id
@@ -72,7 +79,10 @@ class SpoolFile:
 
     def append(self, rows: list[PointRow]) -> None:
         """Durably append one batch (returns after fsync). Raises StoreError if the disk fails."""
-        line = json.dumps({"v": 2, "run_id": self.run_id, "attempt": self.attempt, "rows": rows})
+        record: dict[str, Any] = {"v": 2, "run_id": self.run_id, "attempt": self.attempt, "rows": rows}
+        if self.store_id is not None:
+            record |= {"store": self.store_id, "store_url": self.store_url}
+        line = json.dumps(record)
         try:
             if self._fd is None:
                 self._open()
@@ -89,8 +99,8 @@ class SpoolFile:
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         # Lock under a name replay ignores, then rename: replay can never see it unlocked.
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        tmp = self.path.with_suffix(".tmp")  # unique (pid + random): created, never opened
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.rename(tmp, self.path)
         _fsync_dir(self.directory)
@@ -135,8 +145,9 @@ QUARANTINE_DIR = "quarantine"
 _FLAGS = {"nan", "+inf", "-inf"}
 
 
-def _parse_line(raw: bytes) -> tuple[str, int, list[Any]]:
-    """(run_id, attempt, raw rows) of one spool line; ValueError naming what is wrong with it."""
+def _parse_line(raw: bytes) -> tuple[str, int, list[Any], tuple[str, str] | None]:
+    """(run_id, attempt, raw rows, (store id, store URL) or None) of one spool line; ValueError
+    naming what is wrong with it. A line written before stores had an id names none."""
     try:
         obj = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -146,13 +157,16 @@ def _parse_line(raw: bytes) -> tuple[str, int, list[Any]]:
     if not isinstance(obj, dict):
         raise ValueError(f"a JSON {type(obj).__name__}, not an object")
     run_id, attempt, rows = obj.get("run_id"), obj.get("attempt"), obj.get("rows")
-    if not isinstance(run_id, str) or not run_id:
-        raise ValueError(f"run_id {run_id!r} is not a run id")
+    if not isinstance(run_id, str) or name_problem(run_id, RUN_ID_MAX) is not None:
+        raise ValueError(f"run_id {str(run_id)[:80]!r} is not a run id")
     if not isinstance(attempt, int) or isinstance(attempt, bool) or not 0 <= attempt <= SEED_MAX:
         raise ValueError(f"attempt {attempt!r} is not an attempt number")
     if not isinstance(rows, list):
         raise ValueError(f"rows is a {type(rows).__name__}, not a list")
-    return run_id, attempt, rows
+    store = obj.get("store")
+    if store is not None and not isinstance(store, str):
+        raise ValueError(f"store {store!r} is not a store id")
+    return run_id, attempt, rows, None if store is None else (store, str(obj.get("store_url") or "?"))
 
 
 def _number(value: Any) -> bool:
@@ -182,26 +196,45 @@ def check_row(row: Any) -> tuple[PointRow | None, str | None]:
     for unit, amount in zip(COMPUTE_UNITS, compute, strict=True):
         if amount is not None and not (_number(amount) and math.isfinite(amount)):
             return None, f"compute {unit}={amount!r} is not a finite number"
-    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= SEED_MAX):
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= COUNT_MAX):
         return None, f"n={n!r} is not a whole number >= 1"
     return (step, metric, value, flag, *compute, n), None
 
 
 def _write_quarantine(root: Path, source: Path, bad: list[dict[str, Any]]) -> Path:
     """Write (atomically, replacing an earlier one of the same spool file) the set-aside records."""
-    folder = root / QUARANTINE_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _real_dir(root / QUARANTINE_DIR)
     target = folder / source.name
-    tmp = target.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        for record in bad:
-            fh.write(json.dumps(record, default=repr) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
-    _fsync_dir(folder)
+    _replace_private(target, "".join(json.dumps(record, default=repr) + "\n" for record in bad))
     return target
+
+
+def _real_dir(folder: Path) -> Path:
+    """``folder``, made if missing; a symlink (or anything but a folder) there is refused: what is
+    written below it must land here, not where someone pointed it (a spool folder in /tmp)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink() or not folder.is_dir():
+        raise StoreError(
+            f"{folder} is a symlink or not a folder; nothing is written through it (fix: remove it)"
+        )
+    return folder
+
+
+def _replace_private(target: Path, text: str) -> None:
+    """Write ``text`` to a new private temporary file beside ``target`` (``mkstemp``: created
+    exclusively, so never through a planted symlink, and never truncating anyone's file) and swap
+    it in with ``os.replace``, which replaces a symlink at ``target`` rather than follow it."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)
 
 
 def _write_or_isolate(
@@ -245,6 +278,8 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
     skipped: list[str] = []
     unknown: list[str] = []
     quarantined: list[str] = []
+    foreign: list[tuple[str, str, str]] = []
+    here = store.store_id
     for path in sorted(root.glob("*.jsonl")) if root.is_dir() else []:
         try:
             # O_NONBLOCK: a FIFO named *.jsonl must not block the open (a hang); it is skipped below.
@@ -273,10 +308,16 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
                 if not raw.strip():
                     continue
                 try:
-                    run_id, attempt, raw_rows = _parse_line(raw)
+                    run_id, attempt, raw_rows, origin = _parse_line(raw)
                 except ValueError as err:
                     bad.append({"line": line, "reason": str(err), "raw": raw.decode("utf-8", "replace")})
                     continue
+                if origin is not None and here is not None and origin[0] != here:
+                    # Another store's points: written here they would land in this store's run of
+                    # the same id (a run id is a config hash, the same in every store). Kept.
+                    foreign.append((str(path), origin[0], origin[1]))
+                    keep = True
+                    break
                 rows: list[PointRow] = []
                 for raw_row in raw_rows:
                     row, problem = check_row(raw_row)
@@ -304,7 +345,8 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
                 quarantined_points += len(bad)
                 log.warning("spool file %s: set aside %d record(s) the store cannot hold", path, len(bad))
             if keep:
-                unknown.append(str(path))
+                if not foreign or foreign[-1][0] != str(path):
+                    unknown.append(str(path))
                 continue
             path.unlink(missing_ok=True)
             files += 1
@@ -313,31 +355,37 @@ def replay(store: Store, directory: str | Path | None = None) -> ReplayReport:
                 os.close(fd)
     finish_replayed(store, root)  # runs whose last points were spooled end as their writer asked
     return ReplayReport(
-        files, points, fenced, tuple(skipped), tuple(unknown), quarantined_points, tuple(quarantined)
-    )
+        files, points, fenced, tuple(skipped), tuple(unknown), quarantined_points, tuple(quarantined),
+        tuple(foreign),
+    )  # fmt: skip
 
 
 FINISH_SUFFIX = ".finish"
 
 
-def note_finish(spool_file: Path, run_id: str, attempt: int, status: str, error: str | None = None) -> Path:
+def note_finish(
+    spool_file: Path,
+    run_id: str,
+    attempt: int,
+    status: str,
+    error: str | None = None,
+    *,
+    store_id: str | None = None,
+    interim: str | None = None,
+) -> Path:
     """Ask the replay of ``spool_file`` to end the run as ``status`` once its points are stored.
 
     For a writer with no job behind it (``scalerl import``): when the database dies before the
     run's last points and its end are recorded, the points wait in the spool and the run would
     stay ``running`` forever after they are replayed; nothing else (no scheduler sync) ends it.
     The request is a sidecar ``<spool file>.finish``; :func:`finish_replayed` applies it once the
-    spool file is gone (drained), fenced on the attempt and only to a run still ``running``."""
+    spool file is gone (drained), fenced on the attempt and only to a run still ``running`` or
+    still in the ``interim`` status its writer left it in meanwhile (:func:`defer_finish`), and
+    only in the store ``store_id`` names."""
     sidecar = spool_file.with_name(spool_file.name + FINISH_SUFFIX)
-    tmp = sidecar.with_name(sidecar.name + ".tmp")
-    body = {"run_id": run_id, "attempt": attempt, "status": status, "error": error}
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(body))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, sidecar)
-    _fsync_dir(sidecar.parent)
+    body = {"run_id": run_id, "attempt": attempt, "status": status, "error": error, "store": store_id,
+            "interim": interim}  # fmt: skip
+    _replace_private(sidecar, json.dumps(body))
     return sidecar
 
 
@@ -360,8 +408,41 @@ def finish_replayed(store: Store, directory: str | Path | None = None) -> int:
             log.warning("finish request %s is unreadable; removing it", sidecar)
             sidecar.unlink(missing_ok=True)
             continue
+        owner = req.get("store")
+        if owner is not None and store.store_id is not None and owner != store.store_id:
+            continue  # another store's run: its own replay applies it
         run = store.get_run(run_id)
-        if run is not None and run.status == "running" and run.attempts == attempt:
-            ended += bool(store.finish_run(run_id, attempt, status, error=req.get("error")))
+        waiting = ("running", req.get("interim") or "running")
+        if run is not None and run.status in waiting and run.attempts == attempt:
+            done = store.finish_run(run_id, attempt, status, error=req.get("error"), expect=run.status)
+            ended += bool(done)
         sidecar.unlink(missing_ok=True)
     return ended
+
+
+def defer_finish(
+    store: Store, writer: Any, run_id: str, attempt: int, status: str | None, error: str | None
+) -> str | None:
+    """The one way a writer's run ends when its points did not all reach the store (``writer``
+    is closed; ``writer.left_in_spool`` says so): the run is marked ``failed`` now (its points are
+    not all in the store, whatever its trainer says), and, when ``status`` is given (how the
+    attempt meant to end), a finish request is left beside the spool file so that
+    ``scalerl db replay``, once it has stored every point, ends the run as ``status`` after all
+    (:func:`finish_replayed`). Returns the failure's reason, or None when nothing was left."""
+    left = writer.left_in_spool
+    if left is None:
+        return None
+    spool, points = left
+    reason = (
+        f"the store did not take {points} point(s) of run {run_id}; they are kept in {spool} (fix: "
+        f"repair or restore the store, then `scalerl db replay --spool {spool.parent} {store.url}`"
+        + (f", which then ends the run as {status}" if status else "")
+        + ")"
+    )
+    if status is not None:
+        note_finish(spool, run_id, attempt, status, error, store_id=store.store_id, interim="failed")
+    try:
+        store.finish_run(run_id, attempt, "failed", error=(f"{error}; " if error else "") + reason)
+    except StoreError as err:  # the store itself may be what failed; the request above stays
+        log.warning("run %s: could not record its failure: %s", run_id, err)
+    return reason

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -26,6 +27,7 @@ from scalerl.db.engine import EngineBundle, is_readonly_url, make_engine, redact
 from scalerl.db.errors import (
     StoreError,
     StoreIntegrityError,
+    StorePermissionError,
     StoreReadOnlyError,
     StoreUnavailableError,
     is_locked,
@@ -36,7 +38,7 @@ from scalerl.db.fastread import FastReader
 from scalerl.db.limits import RUN_ID_MAX, check_name
 from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
 from scalerl.db.records import RUN_STATUSES, RunInfo, RunRecord, WriteOutcome
-from scalerl.db.redaction import is_secret_key
+from scalerl.db.redaction import redact_value
 
 if TYPE_CHECKING:
     from scalerl.db.writer import PointWriter
@@ -107,13 +109,8 @@ def _now() -> datetime:
 
 
 def _scrub_detail(value: Any) -> Any:
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, Mapping):  # {"password": "..."}: the key says the value is a secret
-        return {str(k): "***" if is_secret_key(str(k)) else _scrub_detail(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub_detail(v) for v in value]
-    return value
+    """An event's detail with its secrets masked: the one rule, :func:`redact_value`."""
+    return redact_value(value)
 
 
 class Store:
@@ -161,6 +158,25 @@ class Store:
         self.spool_dir = Path(spool_dir) if spool_dir is not None else None
         self.readonly = bundle.readonly
         self._upsert = UPSERTS[self.dialect]()
+        self._store_id: str | None = None
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def store_id(self) -> str | None:
+        """This store's identity (``scalerl_meta.store_id``, made once by migration 0007): spool
+        records carry it, so a replay never writes one store's points into another. None when
+        it cannot be read (an older schema in a read-only open, the database unreachable)."""
+        if self._store_id is None:
+            from scalerl.db.models import Meta
+
+            def tx(conn: Connection) -> str | None:
+                return conn.execute(select(Meta.value).where(Meta.key == "store_id")).scalar_one_or_none()
+
+            try:
+                self._store_id = self.transaction(tx, doing="reading the store's id", write=False)
+            except StoreError:
+                return None
+        return self._store_id
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -232,6 +248,12 @@ class Store:
                     f"store {self.url}: {doing}: a number is too large for the database: {err} "
                     "(fix: keep steps, seeds and counts within the store's integer range)"
                 ) from None
+            except UnicodeEncodeError as err:  # a lone surrogate: the driver cannot encode it
+                raise StoreIntegrityError(
+                    f"store {self.url}: {doing}: text the database cannot store: "
+                    f"{err.object[err.start : err.end]!r} at position {err.start} ({err.reason}) "
+                    "(fix: names must be valid Unicode text; decode bytes as UTF-8 first)"
+                ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
@@ -244,23 +266,48 @@ class Store:
             )
         )
 
-    @staticmethod
-    def _require_run(conn: Connection, run_id: str, *, for_update: bool = False) -> tuple[str, int]:
+    def _require_run(self, conn: Connection, run_id: str, *, for_update: bool = False) -> tuple[str, int]:
         q = select(Run.first_sweep, Run.attempts).where(Run.run_id == run_id)
         if for_update:
             q = q.with_for_update()
         row = conn.execute(q).first()
         if row is None:
-            raise StoreError(f"run {run_id!r} is not registered (fix: register_run it before starting it)")
+            self._missing_run(conn, run_id)
+        assert row is not None
         return str(row[0]), int(row[1])
+
+    def _missing_run(self, conn: Connection, run_id: str) -> None:
+        """Raise for a run a locking read or an UPDATE did not find: not registered, or (on a
+        shared PostgreSQL store) registered by a sweep this role may not change, which row-level
+        security hides from writes without an error."""
+        first = conn.execute(select(Run.first_sweep).where(Run.run_id == run_id)).scalar_one_or_none()
+        if first is None:
+            raise StoreError(f"run {run_id!r} is not registered (fix: register_run it before starting it)")
+        owner = conn.execute(select(Sweep.owner).where(Sweep.name == first)).scalar_one_or_none()
+        raise StorePermissionError(
+            f"store {self.url}: run {run_id!r} belongs to sweep {first!r} (owner {owner or 'unset'}), "
+            f"which this role may not change (fix: ask its owner for `scalerl db grant ROLE --sweep "
+            f"{first}`; every role may read it)"
+        )
 
     # ------------------------------------------------------------------ sweeps and runs
     def ensure_sweep(self, name: str, spec: Mapping[str, Any]) -> None:
+        """Create the sweep if missing (its spec is kept from the first call, its owner is the
+        role creating it). An existing sweep must be one this role may change (on a shared
+        PostgreSQL store: its owner's, or granted; :mod:`scalerl.db.sharing`): every command
+        that writes into a sweep (``sweep``, ``import``, a search worker, ``client.init`` of a
+        new sweep) comes here first, so a refusal names the owner before anything is written."""
         check_name(name, "sweep name")  # VARCHAR(200): PostgreSQL would refuse it, SQLite not
+        if self.dialect == "postgresql":
+            from scalerl.db.sharing import require_write
+
+            require_write(self, name, f"writing into sweep {name!r}")
 
         def tx(conn: Connection) -> None:
             if conn.execute(select(Sweep.name).where(Sweep.name == name)).first() is None:
-                conn.execute(insert(Sweep).values(name=name, spec=dict(spec), created_at=_now()))
+                # Two launches of one new sweep at once: the second insert does nothing.
+                row = {"name": name, "spec": dict(spec), "created_at": _now()}
+                _insert_missing(conn, Sweep, [row], "name")
 
         self.transaction(tx, doing=f"creating sweep {name!r}")
 
@@ -273,7 +320,11 @@ class Store:
             if row is None:
                 raise StoreError(f"sweep {name!r} does not exist (fix: ensure_sweep it first)")
             spec = {**dict(row[0] or {}), **dict(changes)}
-            conn.execute(update(Sweep).where(Sweep.name == name).values(spec=spec))
+            if not conn.execute(update(Sweep).where(Sweep.name == name).values(spec=spec)).rowcount:
+                raise StorePermissionError(
+                    f"store {self.url}: sweep {name!r} belongs to another role, which did not grant it "
+                    f"to this one (fix: ask its owner for `scalerl db grant ROLE --sweep {name}`)"
+                )
 
         self.transaction(tx, doing=f"updating sweep {name!r}")
 
@@ -290,6 +341,9 @@ class Store:
 
         Every record's (sweep, run) membership is recorded with that record's variant, knob and
         alternative; a membership already there keeps its names (the first registration wins).
+        The config is stored with its secrets masked (:func:`scalerl.db.redaction.redact_value`:
+        an imported ``db_url``'s password, a param named ``api_key``, a token by its shape); its
+        hash is the caller's, of the config as given, so a run's id never depends on the mask.
         """
         if not records:
             return 0
@@ -310,18 +364,19 @@ class Store:
             known_sweeps = _existing(conn, select(Sweep.name), Sweep.name, sweeps)
             now = _now()
             new_sweeps = [{"name": n, "spec": {}, "created_at": now} for n in sweeps if n not in known_sweeps]
-            if new_sweeps:
-                conn.execute(insert(Sweep), new_sweeps)
+            _insert_missing(conn, Sweep, new_sweeps, "name")
             new_runs: dict[str, dict[str, Any]] = {}
             for r in records:
                 if r.run_id not in existing and r.run_id not in new_runs:
                     new_runs[r.run_id] = dict(
                         run_id=r.run_id, first_sweep=r.sweep, variant=r.variant, knob=r.knob,
-                        alternative=r.alternative, seed=r.seed, config=dict(r.config),
+                        alternative=r.alternative, seed=r.seed, config=redact_value(dict(r.config)),
                         config_hash=r.config_hash, status="pending", attempts=0, created_at=now,
                     )  # fmt: skip
-            if new_runs:
-                conn.execute(insert(Run), list(new_runs.values()))
+            # Another process may register the same new run between the read above and here
+            # (PostgreSQL: N array tasks attaching one run at once): only the rows this insert
+            # wrote count as new, the others are left as they are.
+            created = _insert_missing(conn, Run, list(new_runs.values()), "run_id")
             members: set[tuple[str, str]] = set()
             for name in sweeps:
                 members.update(
@@ -336,9 +391,8 @@ class Store:
                     members.add((r.sweep, r.run_id))
                     rows.append({"sweep": r.sweep, "run_id": r.run_id, "variant": r.variant,
                                  "knob": r.knob, "alternative": r.alternative})  # fmt: skip
-            if rows:
-                conn.execute(insert(SweepRun), rows)
-            return len(new_runs)
+            _insert_missing(conn, SweepRun, rows, "sweep", "run_id")
+            return len(created)
 
         what = f"run {records[0].run_id!r}" if len(records) == 1 else f"{len(records)} runs"
         return self.transaction(tx, doing=f"registering {what}")
@@ -356,7 +410,10 @@ class Store:
     def set_job(self, run_id: str, executor: str, job_id: str | None) -> None:
         def tx(conn: Connection) -> None:
             self._require_run(conn, run_id)
-            conn.execute(update(Run).where(Run.run_id == run_id).values(executor=executor, job_id=job_id))
+            if not conn.execute(
+                update(Run).where(Run.run_id == run_id).values(executor=executor, job_id=job_id)
+            ).rowcount:
+                self._missing_run(conn, run_id)
 
         self.transaction(tx, doing=f"recording the job of run {run_id!r}")
 
@@ -366,7 +423,8 @@ class Store:
         def tx(conn: Connection) -> None:
             self._require_run(conn, run_id)
             values: dict[str, Any] = {"status": status, "error": scrub(error) if error else None}
-            conn.execute(update(Run).where(Run.run_id == run_id).values(**values))
+            if not conn.execute(update(Run).where(Run.run_id == run_id).values(**values)).rowcount:
+                self._missing_run(conn, run_id)
 
         self.transaction(tx, doing=f"setting the status of run {run_id!r}")
 
@@ -411,10 +469,14 @@ class Store:
         host: str | None = None,
         resume_step: int | None = None,
         provenance: Mapping[str, Any] | None = None,
+        pid: int | None = None,
+        pid_start: str | None = None,
     ) -> int:
         """Start the run's next attempt; returns its number. ``provenance`` (the code this attempt
         runs, :mod:`scalerl.harness.execution.provenance`) replaces the run's, and is logged on the
-        ``started`` event, so every attempt's code stays in the event log; None keeps the run's."""
+        ``started`` event, so every attempt's code stays in the event log; None keeps the run's.
+        ``pid`` / ``pid_start``: the attempt's process (:mod:`scalerl.harness.execution.liveness`),
+        whose heartbeat starts now; None for an attempt with no process of its own to watch."""
 
         def tx(conn: Connection) -> int:
             # The UPDATE takes the run row's write lock (PostgreSQL) / the database write lock
@@ -427,14 +489,13 @@ class Store:
                     attempts=Run.attempts + 1, status="running", started_at=_now(), ended_at=None,
                     error=None, executor=func.coalesce(executor, Run.executor),
                     job_id=func.coalesce(job_id, Run.job_id), host=func.coalesce(host, Run.host),
-                    **code,
+                    pid=pid, pid_start=pid_start, heartbeat_at=_now(), **code,
                 )
                 .returning(Run.attempts, Run.first_sweep)
             ).first()  # fmt: skip
             if row is None:
-                raise StoreError(
-                    f"run {run_id!r} is not registered (fix: register_run it before starting it)"
-                )
+                self._missing_run(conn, run_id)
+            assert row is not None
             attempt, sweep = int(row[0]), str(row[1])
             deleted = 0
             if resume_step is not None:
@@ -447,7 +508,13 @@ class Store:
 
         return self.transaction(tx, doing=f"starting an attempt of run {run_id!r}")
 
-    def finish_run(self, run_id: str, attempt: int, status: str, error: str | None = None) -> bool:
+    def finish_run(
+        self, run_id: str, attempt: int, status: str, error: str | None = None, *, expect: str | None = None
+    ) -> bool:
+        """End ``attempt`` of the run as ``status``; False (nothing changed) when a newer attempt
+        owns the run (a ``fenced`` event), or, with ``expect``, when the run's status is no
+        longer ``expect`` (a sync that judged a ``running`` run lost must not fail one that
+        completed meanwhile)."""
         _check_status(status)
 
         def tx(conn: Connection) -> bool:
@@ -456,6 +523,10 @@ class Store:
                 detail = {"attempt": attempt, "current": current, "what": f"finish_run({status})"}
                 self._event(conn, "fenced", run_id, sweep, detail)
                 return False
+            if expect is not None:
+                now = conn.execute(select(Run.status).where(Run.run_id == run_id)).scalar_one()
+                if now != expect:
+                    return False
             conn.execute(
                 update(Run)
                 .where(Run.run_id == run_id)
@@ -466,6 +537,20 @@ class Store:
             return True
 
         return self.transaction(tx, doing=f"finishing run {run_id!r}")
+
+    def beat(self, run_id: str, attempt: int) -> bool:
+        """The attempt's process lives: bump the run's ``heartbeat_at`` (a no-op once the run is no
+        longer ``running`` at ``attempt``). Returns whether the run is still running at it."""
+
+        def tx(conn: Connection) -> bool:
+            res = conn.execute(
+                update(Run)
+                .where(Run.run_id == run_id, Run.attempts == attempt, Run.status == "running")
+                .values(heartbeat_at=_now())
+            )
+            return bool(res.rowcount)
+
+        return self.transaction(tx, doing=f"recording the heartbeat of run {run_id!r}")
 
     def log_event(
         self, run_id: str | None, kind: str, detail: Mapping[str, Any], *, sweep: str | None = None
@@ -501,7 +586,12 @@ class Store:
                 q = q.with_for_update(read=True)
             current = conn.execute(q).scalar_one_or_none()
             if current is None:
-                return "unknown_run"
+                # FOR SHARE on PostgreSQL skips a row this role may not change (row-level security).
+                visible = (
+                    self.dialect == "postgresql"
+                    and conn.execute(select(Run.attempts).where(Run.run_id == run_id)).first()
+                )
+                return "denied" if visible else "unknown_run"
             if current != attempt:
                 return "fenced"
             if rows:
@@ -564,6 +654,18 @@ class Store:
                 conn.execute(insert(model), clean)
 
         self.transaction(tx, doing=f"replacing the {what} of sweep {sweep!r} on {metric} / {axis}")
+
+
+def _insert_missing(conn: Connection, model: Any, rows: Sequence[Mapping[str, Any]], *key: str) -> set[Any]:
+    """Insert ``rows``, skipping any whose ``key`` exists already (``ON CONFLICT DO NOTHING``, so
+    a concurrent insert of the same key is no error); returns the first key column's values of
+    the rows this statement inserted."""
+    if not rows:
+        return set()
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    column = getattr(model, key[0])
+    stmt = dialect.insert(model).on_conflict_do_nothing(index_elements=list(key)).returning(column)
+    return set(conn.execute(stmt, list(rows)).scalars())
 
 
 def _existing(conn: Connection, stmt: Any, column: Any, keys: Sequence[str]) -> set[str]:

@@ -4,10 +4,13 @@ Contract (``scalerl.harness.rl.PointSink``):
 
 - ``add(step, metrics, compute, n=None)`` validates and enqueues; it never waits for the
   database. What the store's columns cannot hold (a step outside [0, 2**31 - 1], a metric name
-  that is empty or longer than 200 characters, a value that is not a number) raises StoreError
-  from ``add`` itself (:mod:`scalerl.db.limits`): one bad point never fails a batch of good ones.
-  ``n`` maps a metric to the number of Bernoulli samples behind its value (e.g.
-  ``{"val/pass_rate": 512}``), so its binomial noise is known; metrics it leaves out get NULL.
+  that is empty, longer than 200 characters or carries a NUL or a lone surrogate, a value that
+  is not a number, an ``n`` past 2**31 - 1) raises StoreError from ``add`` itself
+  (:mod:`scalerl.db.limits`): one bad point never fails a batch of good ones, nor sends the
+  points after it to the spool. Text is not a number, whatever it spells (``"0.5"``,
+  ``"1e999"``, ``"nan"``): refused, never parsed. ``n`` maps a metric to the number of
+  Bernoulli samples behind its value (e.g. ``{"val/pass_rate": 512}``), so its binomial noise
+  is known; metrics it leaves out get NULL.
 - A background thread writes batches (every ``interval`` seconds, or ``batch_size`` rows, or on
   ``flush``) through :meth:`Store.write_points`: one fenced transaction per batch, idempotent
   on (run, metric, step).
@@ -19,6 +22,9 @@ Contract (``scalerl.harness.rl.PointSink``):
   ``scalerl db replay``.
 - Fenced (a newer attempt started): the rejected batch and everything after it are dropped, one
   ``fenced`` event is logged, ``fenced`` becomes True. Nothing is raised to the caller.
+- While it lives, it bumps its run's ``heartbeat_at`` every ``$SCALERL_HEARTBEAT_S`` seconds
+  (30), so a run whose process died on another machine is judged lost by ``scalerl status``
+  (:mod:`scalerl.harness.execution.liveness`).
 - Non-finite metric values are stored as NULL with ``nonfinite`` = 'nan' / '+inf' / '-inf'
   (``scalerl.db.queries.curves`` gives them back as NaN / ±inf). Compute must be finite: a non-finite
   or unknown compute unit raises StoreError from ``add`` (that is a bug in the accounting).
@@ -31,6 +37,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -39,7 +46,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from scalerl.db.errors import StoreError, scrub
-from scalerl.db.limits import NAME_MAX, STEP_MAX, check_name, step_problem
+from scalerl.db.limits import COUNT_MAX, NAME_MAX, STEP_MAX, check_name, step_problem
 from scalerl.db.spool import SpoolFile, spool_dir
 from scalerl.harness.axes import COMPUTE_UNITS
 
@@ -49,9 +56,30 @@ if TYPE_CHECKING:
     from scalerl.db.store import PointRow, Store
 
 log = logging.getLogger(__name__)
+_TEXT = (str, bytes, bytearray)
+ENV_HEARTBEAT = "SCALERL_HEARTBEAT_S"
+HEARTBEAT_S = 30.0
+
+
+def heartbeat_s() -> float:
+    """How often a live writer bumps its run's ``heartbeat_at`` (``$SCALERL_HEARTBEAT_S``, else
+    30 s): ``scalerl status`` judges a run whose process is on another machine by it."""
+    try:
+        value = float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S)
+    except ValueError:
+        return HEARTBEAT_S
+    return value if value > 0 and math.isfinite(value) else HEARTBEAT_S
+
+
 _NONFINITE = {math.inf: "+inf", -math.inf: "-inf"}
 _UNIT_SLOT = {unit: i for i, unit in enumerate(COMPUTE_UNITS)}
 isfinite = math.isfinite
+
+
+def _shown(raw: object) -> str:
+    """``raw`` for a message: its repr, cut short (a 10**30 or a long string stays readable)."""
+    text = repr(raw)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class PointWriter:
@@ -72,7 +100,11 @@ class PointWriter:
         self.attempt = attempt
         self._batch_size = batch_size
         self._interval = interval
-        self._spool = SpoolFile(spool_dir(spool if spool is not None else store.spool_dir), run_id, attempt)
+        # The store's id rides on every spooled line (read now, while the store answers).
+        self._spool = SpoolFile(
+            spool_dir(spool if spool is not None else store.spool_dir), run_id, attempt,
+            store_id=store.store_id, store_url=store.url,
+        )  # fmt: skip
         self._cond = threading.Condition()
         self._pending: list[PointRow] = []
         self._added = 0  # rows accepted by add()
@@ -88,6 +120,8 @@ class PointWriter:
         self.points_written = 0
         self.points_spooled = 0
         self.points_fenced = 0
+        self._beat_every = heartbeat_s()
+        self._next_beat = time.monotonic() + self._beat_every
         self._thread = threading.Thread(target=self._loop, name=f"PointWriter[{run_id}]", daemon=True)
         self._thread.start()
 
@@ -195,7 +229,7 @@ class PointWriter:
             # A str, None, a bool or an int past a double (10**400): refused with its unit, not raised
             # raw (OverflowError) from float().
             try:
-                val = float(raw)
+                val = math.nan if isinstance(raw, _TEXT) else float(raw)
             except (TypeError, ValueError, OverflowError):
                 val = math.nan
             if not isfinite(val) or isinstance(raw, bool) or val < 0:
@@ -210,9 +244,19 @@ class PointWriter:
         counts = self._counts(step, metrics, n) if n else {}
         rows: list[PointRow] = []
         for metric, raw in metrics.items():
-            if type(metric) is not str or not 0 < len(metric) <= NAME_MAX or "\x00" in metric:
-                # The metric column is VARCHAR(200): PostgreSQL would fail the whole batch.
+            if (
+                type(metric) is not str
+                or not 0 < len(metric) <= NAME_MAX
+                or "\x00" in metric
+                or not metric.isascii()
+            ):
+                # The metric column is VARCHAR(200): PostgreSQL would fail the whole batch; a lone
+                # surrogate fails it on either store (checked only for a non-ASCII name: hot path).
                 check_name(metric, "metric name", where=f"run {self.run_id!r} step {step}")
+            if isinstance(raw, _TEXT):
+                # float("1e999") is +inf and float("nan") NaN: text is not a measurement, whatever
+                # it spells; parsing it would store a typo (or a log line) as a number.
+                raise self._not_a_number(step, metric, raw)
             try:
                 value = float(raw)
             except (TypeError, ValueError, OverflowError):
@@ -227,8 +271,8 @@ class PointWriter:
 
     def _not_a_number(self, step: int, metric: str, raw: object) -> StoreError:
         return StoreError(
-            f"run {self.run_id!r} step {step}: metric {metric!r} = {raw!r} is not a number "
-            "(fix: log a float; NaN and ±inf are stored as non-finite points)"
+            f"run {self.run_id!r} step {step}: metric {metric!r} = {_shown(raw)} is not a number "
+            "(fix: log a float, not text; NaN and ±inf are stored as non-finite points)"
         )
 
     def _counts(self, step: int, metrics: Mapping[str, float], n: Mapping[str, int]) -> dict[str, int]:
@@ -240,10 +284,10 @@ class PointWriter:
                     f"run {self.run_id!r} step {step}: n[{metric!r}] names no metric of this point "
                     f"(fix: use one of {sorted(metrics)})"
                 )
-            if isinstance(raw, bool) or not isinstance(raw, Integral) or int(raw) < 1:
+            if isinstance(raw, bool) or not isinstance(raw, Integral) or not 1 <= int(raw) <= COUNT_MAX:
                 raise StoreError(
-                    f"run {self.run_id!r} step {step}: n[{metric!r}]={raw!r} must be an int >= 1 "
-                    "(the number of samples behind the value)"
+                    f"run {self.run_id!r} step {step}: n[{metric!r}]={_shown(raw)} must be an int >= 1 "
+                    f"and <= {COUNT_MAX} (the number of samples behind the value)"
                 )
             out[metric] = int(raw)
         return out
@@ -286,6 +330,8 @@ class PointWriter:
             if closing:
                 self._finish()
                 return
+            if time.monotonic() >= self._next_beat:
+                self._beat()
 
     def _handle(self, batch: list[PointRow]) -> None:
         if self._fenced:
@@ -312,6 +358,17 @@ class PointWriter:
         else:
             self._on_fenced(outcome, len(batch))
 
+    def _beat(self) -> None:
+        """Say this attempt's process lives (``Store.beat``); a store that cannot be reached now
+        misses a beat, nothing more."""
+        self._next_beat = time.monotonic() + self._beat_every
+        if self._fenced or self._spool.active:
+            return
+        try:
+            self._store.beat(self.run_id, self.attempt)
+        except Exception as err:
+            log.debug("run %s: heartbeat not recorded: %s", self.run_id, scrub(str(err)))
+
     def _reconnect(self) -> None:
         """Replay the spool into the database, in order; on failure back off."""
         try:
@@ -335,7 +392,11 @@ class PointWriter:
         if self._fenced:
             return
         self._fenced = True
-        why = "a newer attempt started" if outcome == "fenced" else "the run is not registered"
+        why = {
+            "fenced": "a newer attempt started",
+            "denied": "the store refuses this role's writes to the run (its sweep belongs to another "
+            "role, which did not grant it: `scalerl db grant`)",
+        }.get(outcome, "the run is not registered")
         log.warning(
             "run %s attempt %d: writes rejected (%s); this writer stops", self.run_id, self.attempt, why
         )

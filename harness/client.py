@@ -22,9 +22,15 @@ Two ways to say which run the points belong to:
               run.log(step, {"val/pass_rate": p}, compute={"flops": flops})   # or client.log
 
   Leaving the ``with`` block completes the run; an exception fails it (with its text) and goes
-  on. ``run.finish()`` does the same without a ``with``. A run still open when the interpreter
-  exits is finished then: failed if it is exiting on an uncaught exception or a non-zero
-  ``sys.exit``, else completed.
+  on; ``SystemExit`` completes it with status 0 or None, else fails it with the status. ``run.finish()``
+  does the same without a ``with``. A run still open when the interpreter exits is finished
+  then: failed on an uncaught exception, on a non-zero status (``sys.exit(3)``, ``exit(3)``,
+  ``raise SystemExit(3)`` in the script; the status is in the run's error), on a ``SystemExit``
+  raised inside a function whose status Python hides from exit hooks (use ``sys.exit`` or the
+  ``with`` block there), and on SIGTERM (left at its default, it becomes ``SystemExit(143)``);
+  completed when the script ran to its end or exited with status 0. A run whose process dies
+  without exit hooks (SIGKILL, the OOM killer, a lost node) is ended by ``scalerl status``
+  (:mod:`scalerl.harness.execution.liveness`); ``scalerl cancel`` ends it too.
 
 A requeued or resubmitted attempt fences this one: its points and its finish are refused.
 ``superseded()`` (or ``run.superseded``) turns True once the store refused a batch of this
@@ -47,7 +53,7 @@ import numbers
 import os
 import sys
 from collections.abc import Mapping
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from scalerl.harness.errors import ConfigError
@@ -292,43 +298,177 @@ def init(
 
 
 def _hook_exit() -> None:
-    global _exit_hook
+    global _exit_hook, _main_frame
     if not _exit_hook:
         atexit.register(_finish_at_exit)
-        _wrap_sys_exit()
+        _wrap_exits()
+        _end_on_sigterm()
         _exit_hook = True
+    if _main_frame is None:
+        _main_frame = _find_main_frame()
 
 
-# The status the program passed to sys.exit, for _finish_at_exit: an atexit hook is not told the
-# exit status, and a trainer that catches its own crash and exits non-zero (Hydra's main, which
-# verl runs under, calls sys.exit(1)) would otherwise be finished as completed.
+# How the program is ending, for _finish_at_exit: an atexit hook is not told the exit status, and
+# a trainer that exits non-zero (Hydra's main, which verl runs under, calls sys.exit(1); a script's
+# `raise SystemExit(3)` or `exit(3)`) would otherwise be finished as completed.
 _exit_status: object = None
+_exit_how = ""
+_UNSET = object()
+# The main module's frame (held, so its last instruction can be read at exit): whether the script
+# ran to its end, or was left by an exception that Python does not keep for exit hooks.
+_main_frame: FrameType | None = None
 
 
-def _wrap_sys_exit() -> None:
-    """Record sys.exit's status on the way out, as wandb's exit hooks do."""
+def _find_main_frame() -> FrameType | None:
+    """The ``__main__`` module's own frame among the callers of :func:`init` (None when init
+    runs in another thread, or under something that is not a script)."""
+    frame: FrameType | None = sys._getframe(1)
+    found = None
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__":
+            found = frame
+        frame = frame.f_back
+    return found
+
+
+def _note_exit(status: object, how: str) -> None:
+    global _exit_status, _exit_how
+    _exit_status, _exit_how = status, how
+
+
+def _wrap_exits() -> None:
+    """Record the status given to ``sys.exit``, and to the ``exit()`` / ``quit()`` builtins
+    (``site``'s, which raise SystemExit themselves), on the way out, as wandb's exit hooks do."""
+    import builtins
+
     original = sys.exit
 
     def exit(status: object = None) -> NoReturn:
-        global _exit_status
-        _exit_status = status
+        _note_exit(status, "sys.exit")
         original(status)  # type: ignore[arg-type]
         raise SystemExit(status)  # not reached: for the type checker
 
     sys.exit = exit
+    for name in ("exit", "quit"):
+        quitter = getattr(builtins, name, None)
+        if callable(quitter) and not getattr(quitter, "_scalerl", False):
+            setattr(builtins, name, _Quitter(quitter, name))
+
+
+class _Quitter:
+    """``site``'s ``exit`` / ``quit`` builtin, recording the status it is called with."""
+
+    _scalerl = True
+
+    def __init__(self, inner: Any, name: str) -> None:
+        self._inner, self._name = inner, name
+
+    def __call__(self, code: object = None) -> NoReturn:
+        _note_exit(code, f"{self._name}()")
+        self._inner(code)
+        raise SystemExit(code)  # not reached: for the type checker
+
+    def __repr__(self) -> str:
+        return repr(self._inner)
+
+
+def _end_on_sigterm() -> None:
+    """SIGTERM (``kill``, ``scalerl cancel``, Slurm's scancel or preemption) kills a Python
+    program without running its exit hooks, leaving its run ``running``. Where the program left
+    SIGTERM at its default, it becomes ``SystemExit(143)`` instead: the run is ended as failed
+    (or left cancelled) and its points flushed. A handler of the program's own is left alone."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_sigterm(signum: int, _frame: Any) -> None:
+        _note_exit(128 + signum, "SIGTERM")
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+_MOVES = {"CACHE", "PRECALL", "CALL", "PUSH_NULL", "KW_NAMES", "NOP", "EXTENDED_ARG"}
+
+
+def _main_exit() -> tuple[str, object, str]:
+    """(how, status, where) the main module ended, read off its frame's last instruction:
+    ``end`` (it ran to its end), ``raise`` (a ``raise SystemExit...`` in the module itself, whose
+    status is a constant, a module-level name or none), ``left`` (an exception left it from inside
+    a call: the status is not in the frame), or ``unknown`` (no main frame to read)."""
+    import dis
+
+    frame = _main_frame
+    if frame is None:
+        return "unknown", None, "an unknown place"
+    code = frame.f_code
+    where = f"{code.co_filename}:{frame.f_lineno}"
+    instrs = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    at = max((n for n, i in enumerate(instrs) if i.offset <= frame.f_lasti), default=-1)
+    op = instrs[at].opname if at >= 0 else ""
+    if op in ("RETURN_VALUE", "RETURN_CONST"):
+        return "end", None, where
+    if op != "RAISE_VARARGS":
+        return "left", None, where
+    names = ("LOAD_NAME", "LOAD_GLOBAL")
+    loads = [n for n in range(at) if instrs[n].opname in names and instrs[n].argval == "SystemExit"]
+    if not loads:
+        return "left", None, where  # `raise err`: not a SystemExit built here
+    between = instrs[loads[-1] + 1 : at]
+    calls = sum(i.opname == "CALL" for i in between)
+    args = [i for i in between if i.opname not in _MOVES]
+    if not args and calls <= 1:
+        return "raise", None, where  # `raise SystemExit`, `raise SystemExit()`
+    if len(args) == 1 and calls == 1:
+        value = args[0]
+        if value.opname == "LOAD_CONST":
+            return "raise", value.argval, where
+        found = frame.f_globals.get(str(value.argval), _UNSET) if value.opname in names else _UNSET
+        if found is not _UNSET:
+            return "raise", found, where
+    return "left", None, where  # `raise SystemExit(main())`: its value is gone
+
+
+def _exit_error() -> str | None:
+    """Why the program's exit fails the run, or None when it completes it (see
+    :func:`_finish_at_exit`)."""
+    how_ended, status, where = _main_exit()
+    if how_ended == "end":
+        return None  # a sys.exit(1) recorded on the way was caught by the program itself
+    if how_ended == "raise":
+        how = f"raise SystemExit at {where}"
+    elif _exit_how:
+        status, how = _exit_status, _exit_how
+    elif how_ended == "left":
+        return (
+            f"the program ended by raising SystemExit (it left the script at {where}) with a status "
+            "Python does not show to exit hooks, before finishing the run: counted as failed (fix: "
+            "exit with sys.exit(status), or attach with `with client.init(...) as run:`, which sees it)"
+        )
+    else:
+        return None  # nothing known (init ran outside the main thread): as before, completed
+    if status in (None, 0):
+        return None
+    code = f"message {status!r} (status 1)" if isinstance(status, str) else f"status {status!r}"
+    return f"the program exited with {code} ({how}) before finishing the run"
 
 
 def _finish_at_exit() -> None:
     """A run still open at exit is finished: failed when the interpreter exits on an uncaught
-    exception (Python keeps it in ``sys.last_value``) or through ``sys.exit`` with a non-zero
-    status, else completed, as ``wandb`` does."""
+    exception (Python keeps it in ``sys.last_value``), with a non-zero status (``sys.exit(3)``,
+    ``exit(3)``, ``raise SystemExit(3)``, a SIGTERM), or through a SystemExit whose status is not
+    knowable; completed when the script ran to its end or exited with status 0 or None."""
     run = _active
     if run is None:
         return
     last = getattr(sys, "last_value", None)
     error: BaseException | str | None = last if isinstance(last, BaseException) else None
-    if error is None and _exit_status not in (None, 0):
-        error = f"the program exited with status {_exit_status!r} (sys.exit) before finishing the run"
+    if error is None:
+        error = _exit_error()
     try:
         run.finish(error)
     except Exception:  # at exit there is no caller left to raise to: say it in the log

@@ -28,3 +28,13 @@ def missing_analysis_package(err: BaseException) -> str | None:
 def needs_analysis(what: str, package: str) -> str:
     """``{what} needs {package}, which this environment lacks (fix: ...)``."""
     return f"{what} needs {package}, which this environment lacks (fix: {ANALYSIS_FIX})"
+
+
+# The live view (`scalerl ui`, scalerl.harness.ui): a web server and its ASGI framework.
+UI_PACKAGES = ("starlette", "uvicorn")
+UI_FIX = "pip install 'scalerl-harness[ui]'"
+
+
+def needs_ui(what: str, package: str) -> str:
+    """``{what} needs {package}, which this environment lacks (fix: pip install ...[ui])``."""
+    return f"{what} needs {package}, which this environment lacks (fix: {UI_FIX})"

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "scalerl.harness.cli.fit",  # fit
     "scalerl.harness.cli.forecast",  # forecast
     "scalerl.harness.cli.report",  # report
+    "scalerl.harness.cli.ui",  # ui (the live view)
     "scalerl.harness.cli.store",  # db upgrade / replay / current
     "scalerl.harness.cli.ingest",  # import (W&B CSV, TensorBoard, parsed CSV)
     "scalerl.harness.cli.export",  # export (fits, forecasts, verdicts back to MLflow / W&B)
@@ -118,6 +119,15 @@ def _refuse_memory_store(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from scalerl.harness.cli import output
+
+    # Nothing any command prints (a sweep, knob or run name read from a store, an error quoting
+    # one, a log line) reaches the terminal as an escape sequence (scalerl.harness.cli.output).
+    with output.terminal_safe():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from scalerl.harness.cli import output
 
     parser = build_parser()

@@ -143,11 +143,15 @@ def _logs(args: argparse.Namespace) -> int:
 def _copy(path: Any, offset: int, out: Any) -> int:
     """Write ``path`` from ``offset`` to its end on ``out``; returns the new offset."""
     from scalerl.harness.execution.logs import read_from
+    from scalerl.harness.terminal import neutralise, raw
 
+    # A job's log is its program's own output: escape sequences are neutralised as everywhere,
+    # but a carriage return passes (a progress bar redraws its line with it).
+    target = raw(out)
     for chunk in read_from(path, offset):
-        out.write(chunk.decode(errors="replace"))
+        target.write(neutralise(chunk.decode(errors="replace"), keep_cr=True))
         offset += len(chunk)
-    out.flush()
+    target.flush()
     return offset
 
 

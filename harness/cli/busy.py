@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from scalerl.harness.terminal import neutralise
+
 
 class Activity:
     """What a command reports while it works: :meth:`step` names the current step, :meth:`count`
@@ -29,11 +31,11 @@ class Activity:
 
     def step(self, text: str) -> None:
         if self._progress is not None:
-            self._progress.update(self._task, description=text, total=None, completed=0)
+            self._progress.update(self._task, description=neutralise(text), total=None, completed=0)
 
     def count(self, done: int, total: int, text: str) -> None:
         if self._progress is not None:
-            self._progress.update(self._task, description=text, total=total, completed=done)
+            self._progress.update(self._task, description=neutralise(text), total=total, completed=done)
 
 
 def on_terminal(as_json: bool) -> bool:
@@ -52,8 +54,17 @@ def activity(first: str, *, as_json: bool = False) -> Iterator[Activity]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-    console = Console(file=sys.stderr)
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    from scalerl.harness.terminal import raw
+
+    # The spinner draws with escape sequences of its own: below the CLI's terminal-safe stream
+    # (scalerl.harness.terminal), with every text it shows neutralised (a sweep's name).
+    console = Console(file=raw(sys.stderr))
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+    )
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task(first, total=None)
+        task = progress.add_task(neutralise(first), total=None)
         yield Activity(progress, task)

@@ -128,6 +128,11 @@ def _fit(args: argparse.Namespace) -> int:
         else:
             try:
                 save_fits(store, result)
+            except db.StorePermissionError:  # a shared store: another role's sweep (README, "Sharing")
+                unsaved = (
+                    f"not saved: this role may not change sweep {args.sweep} (every role may read it; "
+                    f"its owner grants changes: `scalerl db grant ROLE --sweep {args.sweep}`)"
+                )
             except db.StoreReadOnlyError:
                 unsaved = f"not saved: the store is read-only ({store.url})"
         # The same forecasts as `scalerl forecast` (issue 12): each variant's seeds pooled.

@@ -85,7 +85,7 @@ def _num(v: float, fmt: str = ".4f") -> str:
 
 def print_rows(rows: Sequence[Mapping[str, Any]], axis: str, indent: str = "  ") -> None:
     """The text form of :func:`forecast_rows`: one header line per variant, one line per compute."""
-    from scalerl.harness.analysis.forecast.conformal import HORIZON_EDGES
+    from scalerl.harness.analysis.forecast.intervals import HORIZON_EDGES
 
     for row in rows:
         last_c = _num(row["last_compute"] or math.nan, ".4g")

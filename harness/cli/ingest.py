@@ -260,7 +260,7 @@ def _import(args: argparse.Namespace) -> int:
     from scalerl.harness.cli.busy import activity
     from scalerl.harness.errors import ImportFormatError
     from scalerl.harness.importers.base import check_run_names, losses_kept, partial_message
-    from scalerl.harness.importers.ingest import LeftOutRun, import_curves, run_params
+    from scalerl.harness.importers.ingest import LeftOutRun, check_sweep_name, import_curves, run_params
     from scalerl.harness.importers.mapping import RunRole
     from scalerl.harness.importers.selection import (
         LEFT_OUT_STATUSES,
@@ -270,6 +270,7 @@ def _import(args: argparse.Namespace) -> int:
         select_runs,
     )
 
+    check_sweep_name(args.sweep)  # a bad --sweep is the user's to fix (exit 3), before any read
     mapping = _mapping(args)  # a bad mapping file fails before any source is read
     only = [RunFilter.parse(t, "--only") for t in args.only]
     exclude = [RunFilter.parse(t, "--exclude") for t in args.exclude]

@@ -20,6 +20,12 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 FLAG = "--json"
+
+# The terminal-safe layer every command's output goes through (one sanitizer, below the CLI so
+# the progress display uses it too).
+from scalerl.harness.terminal import neutralise, raw, terminal_safe  # noqa: E402
+
+__all__ = ["emit", "emit_error", "neutralise", "raw", "session", "stdout", "terminal_safe"]
 HELP = "print the result (or the error) as one JSON document on stdout; human text goes to stderr"
 
 

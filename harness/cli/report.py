@@ -59,6 +59,13 @@ def run_report(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise ConfigError("the output folder does not exist", field="--output", value=str(out),
                           fix=f"create {out.parent} first or pick another path")  # fmt: skip
+    from scalerl.harness.atomicio import NotRegularFileError, replaceable
+
+    try:  # a device, FIFO or socket at -o is refused before anything is read, never replaced
+        replaceable(out)
+    except NotRegularFileError as err:
+        raise ConfigError(f"cannot write the report: {err.strerror}", field="--output", value=str(out),
+                          fix="name a regular file (or a new one)") from None  # fmt: skip
     store = db.open_store(args.db, readonly=True)  # a report never writes, nor creates a store
     spec = require_sweep(store, args.sweep)
     require_metric(store, args.sweep, args.metric or fit_defaults(spec)[0])

@@ -339,7 +339,27 @@ def _search(args: argparse.Namespace, sweep: Any) -> int:
     study = wait_search(sweep, launched, url, interval_s=0.0 if executor == "debug" else 5.0)
     from optuna.trial import TrialState
 
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    from scalerl.harness.execution.status import sync
+    from scalerl.harness.search.worker import retried_numbers
+
+    # Every worker has ended: a trial a killed worker left RUNNING (and its run) is failed now.
+    store = db.open_store(args.db)
+    try:
+        sync(store, sweep.sweep)
+    finally:
+        store.close()
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    retried = retried_numbers(trials)
+    failed = [t for t in trials if t.state == TrialState.FAIL and t.number not in retried]
+    unfinished = [t for t in trials if t.state == TrialState.RUNNING]
+    for t in failed:
+        print(f"trial {t.number} failed: {str(t.user_attrs.get('error', 'see its run'))[:200]}")
+    for t in unfinished:
+        print(f"trial {t.number} is still running with no worker of this launch alive")
     if args.json:
-        emit({**doc, "completed_trials": len(complete)})
-    return 1 if not complete else 0
+        emit({**doc, "completed_trials": len(complete), "failed_trials": [t.number for t in failed],
+              "running_trials": [t.number for t in unfinished]})  # fmt: skip
+    # A trial that failed for good (a worker lost, a run that crashed) fails the command, as a
+    # failed run fails `scalerl sweep --wait` (exit 1).
+    return 1 if not complete or failed or unfinished else 0

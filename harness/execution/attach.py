@@ -37,7 +37,6 @@ recipe's sweep keeps its own).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -57,7 +56,7 @@ from scalerl.db.models import Point, Run, Sweep, SweepRun
 from scalerl.db.spool import spool_dir
 from scalerl.harness.axes import COMPUTE_UNITS, FIT_AXES
 from scalerl.harness.errors import ConfigError, ExecutionError, StoreError
-from scalerl.harness.execution import provenance
+from scalerl.harness.execution import liveness, provenance
 from scalerl.harness.recipe.hashing import RUN_ID_HEX, canonical_json
 
 log = logging.getLogger(__name__)
@@ -273,9 +272,10 @@ def attach(
         detail = {"policy": EXECUTOR, "old": dict(existing.provenance or {}), "new": code,
                   "changed": [f for f, _, _ in changed]}  # fmt: skip
         store.log_event(run_id, "code-changed", detail)
+    pid, pid_start = liveness.this_process()  # `scalerl status` ends it if this process dies
     attempt = store.start_attempt(
         run_id, executor=EXECUTOR, job_id=current_job_id(), host=socket.gethostname(),
-        resume_step=resume_step, provenance=code,
+        resume_step=resume_step, provenance=code, pid=pid, pid_start=pid_start,
     )  # fmt: skip
     at_resume = (
         _compute_at(store, run_id, resume_step) if resume_step is not None and resume_step >= 0 else {}
@@ -290,7 +290,7 @@ def finish(store: Any, writer: Any, run: Attached, error: str | None) -> str:
 
     Raises StoreError when points did not reach the store (they wait in the spool; the replay
     completes the run), and ExecutionError for a run that would complete with no point at all."""
-    from scalerl.db.spool import note_finish
+    from scalerl.db.spool import defer_finish
 
     writer.close()
     if writer.fenced:
@@ -298,12 +298,8 @@ def finish(store: Any, writer: Any, run: Attached, error: str | None) -> str:
     left = writer.left_in_spool
     if left is not None:
         spool, points = left
-        # The replay stores the points and then ends the run as this attempt meant to.
-        note_finish(spool, run.run_id, run.attempt, "failed" if error else "completed", error)
-        with contextlib.suppress(StoreError):  # the store itself may be the problem
-            store.finish_run(
-                run.run_id, run.attempt, "failed", error=error or f"{points} point(s) in the spool"
-            )
+        # Failed until the replay has stored the points; then it ends as this attempt meant to.
+        defer_finish(store, writer, run.run_id, run.attempt, "failed" if error else "completed", error)
         if error is None:
             raise StoreError(
                 f"run {run.run_id}: {points} point(s) did not reach the store {store.url} and wait in "

@@ -23,8 +23,11 @@ def cancel(store: Any, sweep: str, *, run_id: str | None = None, db_url: str | N
     A search (``design: optuna``) is cancelled through its study: its workers start no further
     trial and stop their running ones (:mod:`scalerl.harness.search.control`); the outcome then
     also has a ``search`` entry. ``db_url`` is the store's URL, where the study lives."""
+    from scalerl.db.sharing import require_write
     from scalerl.harness.search.control import cancel_search, search_study_name
 
+    # On a shared store, a sweep another role owns is refused here, before a job is stopped.
+    require_write(store, sweep, "cancelling its runs")
     spec = _stored_spec(store, sweep)
     study = search_study_name(sweep, spec)
     if study is not None:
@@ -72,8 +75,9 @@ def stop_runs(
         elif rid in handles:
             groups[handles[rid].executor].append(handles[rid])
         elif getattr(recs[rid], "executor", None) == "attach":
-            # client.init registered it from the lab's own launcher: no job of ours to stop.
-            out[rid] = "attached from its own launcher (client.init), no job to stop: stop it there"
+            # client.init registered it from the lab's own launcher: no job of ours to stop, but
+            # its process is known (liveness) and the run ends here in the store.
+            out[rid] = _cancel_attached(store, recs[rid], status=status, error=error)
         elif getattr(recs[rid], "executor", None) == "import":
             out[rid] = "imported (its source still says running): no job to stop"
         else:
@@ -92,6 +96,30 @@ def stop_runs(
             store.log_event(h.run_id, status, h.as_event() | dict((details or {}).get(h.run_id) or {}))
             out[h.run_id] = status
     return out
+
+
+def _cancel_attached(store: Any, rec: Any, *, status: str, error: str | None) -> str:
+    """End an attached run (``client.init``) as ``status``, fenced on its attempt. Its process,
+    when it lives on this machine (the same process the attempt recorded, not a reused pid), gets
+    SIGTERM, as a local job does: the client ends the attempt on it (it finds the run ended and
+    leaves it so). Elsewhere the process is the lab's launcher's to stop; its points still land
+    (the attempt is not superseded), and its finish finds the run ended and leaves it so."""
+    import contextlib
+    import os
+    import signal
+
+    from scalerl.harness.execution import liveness
+
+    marked = store.finish_run(str(rec.run_id), int(rec.attempts), status, error=error)
+    if not marked:
+        return "a newer attempt owns the run (store not updated)"
+    store.log_event(str(rec.run_id), status, {"executor": "attach", "attempt": int(rec.attempts)})
+    pid, start = getattr(rec, "pid", None), getattr(rec, "pid_start", None)
+    mine = pid is not None and pid == pid and int(pid) == os.getpid()  # the Python API, in-process
+    if pid is not None and pid == pid and not mine and start and liveness.identity(int(pid)) == start:
+        with contextlib.suppress(OSError):
+            os.kill(int(pid), signal.SIGTERM)
+    return status
 
 
 def _stored_spec(store: Any, sweep: str) -> dict[str, Any]:

@@ -144,9 +144,13 @@ def execute(
         )
         store.finish_run(spec.run_id, failed, "failed", error=error_text(exc))
         raise
+    from scalerl.harness.execution import liveness
+
+    pid, pid_start = liveness.this_process()  # a run no scheduler answers for (a search trial)
     attempt = store.start_attempt(
-        spec.run_id, executor=executor, job_id=job_id, host=host, resume_step=resume_step, provenance=code
-    )
+        spec.run_id, executor=executor, job_id=job_id, host=host, resume_step=resume_step, provenance=code,
+        pid=pid, pid_start=pid_start,
+    )  # fmt: skip
     if attempt_box is not None:
         attempt_box.append(attempt)
     _note_scheduler_requeue(store, spec, executor, existing)
@@ -179,7 +183,9 @@ def execute(
         # A newer attempt owns the run now (the store rejected our points); go quietly.
         log.warning("run %s attempt %d was superseded; not finishing it", spec.run_id, attempt)
         return "superseded"
-    fail_if_points_left(store, writer, spec.run_id, attempt)
+    fail_if_points_left(
+        store, writer, spec.run_id, attempt, wished="completed" if outcome is Outcome.COMPLETED else None
+    )
     if outcome is Outcome.STOPPED:
         return "stopped"
     now = store.get_run(spec.run_id)
@@ -265,23 +271,19 @@ def _follow(spec: RunSpec, rank: int, stop: threading.Event) -> str:
     return f"follower-{outcome.value}"
 
 
-def fail_if_points_left(store: Any, writer: Any, run_id: str, attempt: int) -> None:
+def fail_if_points_left(
+    store: Any, writer: Any, run_id: str, attempt: int, *, wished: str | None = None
+) -> None:
     """After ``writer.close()``: when the store did not take every point (unreachable, corrupted,
     full), the run is not finished whatever its trainer says. Mark it failed, if the store still
-    can, and raise ExecutionError saying where the points are kept."""
-    left = writer.left_in_spool
-    if left is None:
-        return
-    spool, points = left
-    reason = (
-        f"the store did not take {points} point(s) of run {run_id}; they are kept in "
-        f"{spool} (fix: repair or restore the store, then `scalerl db replay --spool {spool.parent}`)"
-    )
-    try:
-        store.finish_run(run_id, attempt, "failed", error=reason)
-    except Exception:  # the store is the problem; the message below still carries the reason
-        log.exception("recording the failure of run %s", run_id)
-    raise ExecutionError(reason)
+    can, and raise ExecutionError saying where the points are kept. ``wished``: how the attempt
+    ended otherwise; ``scalerl db replay`` ends the run so once it has stored every point
+    (:func:`scalerl.db.spool.defer_finish`)."""
+    from scalerl.db.spool import defer_finish
+
+    reason = defer_finish(store, writer, run_id, attempt, wished, None)
+    if reason is not None:
+        raise ExecutionError(reason)
 
 
 def _note_scheduler_requeue(store: Any, spec: RunSpec, executor: str, before: Any) -> None:

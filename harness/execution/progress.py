@@ -104,7 +104,11 @@ class Display:
         if self.out.isatty():
             from rich.console import Console
 
-            console = Console(file=self.out, highlight=False)
+            from scalerl.harness.terminal import raw
+
+            # The live region moves the cursor with escape sequences of its own: it writes below
+            # the CLI's terminal-safe stream, and every text it shows is neutralised in show().
+            console = Console(file=raw(self.out), highlight=False)
             # A dumb terminal cannot move its cursor: it gets the plain lines.
             if console.is_terminal and not console.is_dumb_terminal:
                 self._console = console
@@ -131,7 +135,10 @@ class Display:
             from rich.live import Live
             from rich.text import Text
 
-            body = Text("\n".join([head, *([f"  {note}"] if note else []), snap.table]), no_wrap=True)
+            from scalerl.harness.terminal import neutralise
+
+            shown = neutralise("\n".join([head, *([f"  {note}"] if note else []), snap.table]))
+            body = Text(shown, no_wrap=True)
             if self._live is None:
                 self._live = Live(body, console=self._console, auto_refresh=False, transient=True,
                                   redirect_stdout=False, redirect_stderr=False)  # fmt: skip

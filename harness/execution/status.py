@@ -5,7 +5,10 @@ the executor, job id and where its files are), so status works from any process 
 can reach the store. A run the store has as ``running`` whose job ended without finishing it
 (killed, cancelled, node failure), or ``submitted`` whose job ended before it started the run
 (a crash at start-up), is marked ``failed`` here, fenced on its current attempt, so a later
-``scalerl sweep`` retries it and ``--wait`` does not wait forever.
+``scalerl sweep`` retries it and ``--wait`` does not wait forever. A ``running`` run with no job
+of ours (attached through ``client.init``, a search trial's run) is judged by its own process
+(:mod:`scalerl.harness.execution.liveness`): gone from this machine, or silent elsewhere, it is
+marked ``failed`` the same way, its error saying it was lost.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalerl.harness.execution import provenance
+from scalerl.db.redaction import scrub
+from scalerl.harness.execution import liveness, provenance
 from scalerl.harness.execution.executors.base import ExecutorContext, JobHandle, JobState, get_executor
 
 log = logging.getLogger(__name__)
@@ -113,6 +117,11 @@ def sync(store: Any, sweep: str) -> dict[str, JobState]:
     handles = latest_handles(store, sweep)
     states = poll_jobs(handles)
     for rec in records:
+        if rec.status == "running" and rec.run_id not in handles:
+            # No job of ours to ask (attached from the lab's launcher, a search trial's run):
+            # its process answers for it (liveness: gone from this machine, or no heartbeat).
+            liveness.mark_lost(store, rec)
+            continue
         state = states.get(rec.run_id)
         if rec.status not in ("running", "submitted") or state not in (JobState.FINISHED, JobState.LOST):
             continue
@@ -128,10 +137,28 @@ def sync(store: Any, sweep: str) -> dict[str, JobState]:
                 f"job {handle.job_id} ({handle.executor}) ended before the run started "
                 f"(scheduler state: {state.value}); see the job's log under {where}"
             )
-        # Fenced on the current attempt: if a newer attempt started meanwhile, it owns the run.
-        if store.finish_run(rec.run_id, int(rec.attempts), "failed", error=reason):
+        # Fenced on the current attempt: if a newer attempt started meanwhile, it owns the run;
+        # and only while it is as read, so a run that just ended keeps how it ended.
+        if store.finish_run(rec.run_id, int(rec.attempts), "failed", error=reason, expect=str(rec.status)):
             log.info("run %s: %s", rec.run_id, reason)
+    _reap_search(store, sweep)
     return states
+
+
+def _reap_search(store: Any, sweep: str) -> None:
+    """A search's trials whose worker died (its run lost) are failed in its study too."""
+    from scalerl.harness.execution.cancel import _stored_spec
+    from scalerl.harness.search.control import reap_trials, search_study_name
+
+    if store.readonly:
+        return
+    study = search_study_name(sweep, _stored_spec(store, sweep))
+    if study is None:
+        return
+    try:
+        reap_trials(store, study)
+    except Exception as err:  # the study's tables may be another role's to write, or unreachable
+        log.warning("search %s: could not fail the trials of lost workers: %s", sweep, scrub(str(err)))
 
 
 def views(store: Any, sweep: str, states: Mapping[str, JobState]) -> list[RunView]:

@@ -8,7 +8,9 @@ joined by step, and the axis leaves the metrics (its values are the x now; ``sca
 stores them in the compute column they name, :func:`scalerl.harness.importers.ingest.infer_unit`).
 
 - As logged: a point's x is the axis's value logged at the same step. A compute axis only grows,
-  so an axis that falls is refused with the fix: it is a per-step count, pass ``--axis-cumulative``.
+  so a run whose axis falls loses every point, counted as ``bad-axis-column`` with the fix (it is
+  a per-step count, pass ``--axis-cumulative``): against that run only, so an import that leaves
+  the run out (``--exclude``, a failed run) goes on.
 - Running total (``cumulative``): a point's x is the sum of the axis's values at the steps up to
   and including its own (0 before the first: verl's validation before training sits at step 0,
   at no compute). A negative per-step count is refused; a NaN one leaves every later total
@@ -46,7 +48,8 @@ def on_logged_axis(
 ) -> list[ImportResult]:
     """``results`` (read on the step axis, the ``axis`` metric kept whatever the metric filter)
     with every curve placed on ``axis``; see the module docstring. Raises ImportFormatError when
-    no run logs ``axis``, or when it falls (as logged) or has a negative count (running total)."""
+    no run logs ``axis``; a run whose axis falls (as logged) or has a negative count (running
+    total) loses its points as ``bad-axis-column``."""
     logged = sorted({c.metric for r in results for c in r.curves})
     if axis not in logged:
         others = [m for m in logged if m != axis]
@@ -67,11 +70,21 @@ def _place(result: ImportResult, axis: str, cumulative: bool) -> ImportResult:
     placed: list[ImportedCurve] = []
     for (run, _), group in runs.items():
         ax = next((c for c in group if c.metric == axis and len(c)), None)
-        at = None if ax is None else _lookup(result.source, run, ax, cumulative)
+        refused = None
+        try:
+            at = None if ax is None else _lookup(result.source, run, ax, cumulative)
+        except ImportFormatError as err:
+            # This run's axis is no compute axis: its points cannot be placed. Counted against the
+            # run, not raised: a run the import leaves out (--exclude, failed) takes it with it.
+            at, refused = None, str(err)
         for c in group:
             if c.metric == axis:
                 continue
-            if at is None:
+            if refused is not None:
+                if len(c):
+                    log.add("bad-axis-column", refused, metric=c.metric, run=run, n=len(c))
+                x = np.full(c.steps.size, np.nan)
+            elif at is None:
                 if len(c):
                     log.add(
                         "bad-axis",

@@ -112,6 +112,13 @@ LOSS_POLICY: dict[str, str] = {
     "other values are numbers; the metric's other points are kept [points]",
     "non-finite-value": "kept: a NaN or ±inf value, stored as a non-finite point (value NULL, "
     "nonfinite flag) as the trainer's own writer does [points]",
+    "bad-axis-column": "dropped: every point of a run whose --axis-column is no compute axis: as "
+    "logged it falls (compute spent only grows: pass --axis-cumulative if it counts what each step "
+    "spent), or as a per-step count it is negative. Counted against that run only, so a run the "
+    "import leaves out takes it with it [points]",
+    "not-regular-file": "dropped: a file named like a run's log (run-*.wandb, *tfevents*) that is "
+    "not a regular file (a FIFO, a device, a socket, a folder): reading it could block or never "
+    "end [files]",
 }
 LOSS_REASONS = tuple(LOSS_POLICY)
 _MAX_ANY = 4096 * MiB  # before the format is known: the largest any importer takes
@@ -294,6 +301,24 @@ def parse_float(text: str, path: Path, line: int, column: str) -> float | None:
             f"{path}:{line}: column {column!r}: {text!r} is not a number "
             "(fix: export numeric values only, or drop that column before importing)"
         ) from None
+
+
+def regular_kind(path: Path) -> str:
+    """What ``path`` is, in words, when it is not a regular file (for a ``not-regular-file`` loss)."""
+    import stat
+
+    try:
+        mode = path.lstat().st_mode
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    kinds = (
+        (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a dangling symlink"),
+    )  # fmt: skip
+    for test, name in kinds:
+        if test(mode):
+            return f"{name}, not a regular file"
+    return "not a regular file"
 
 
 def first_columns(header: Sequence[str], path: Path, losses: LossLog) -> dict[int, str]:

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scalerl.db.limits import NAME_MAX, STEP_MAX, name_problem
-from scalerl.db.spool import note_finish
+from scalerl.db.spool import defer_finish
 from scalerl.harness.axes import COMPUTE_AXES
-from scalerl.harness.errors import ImportFormatError, StoreError
+from scalerl.harness.errors import ConfigError, ImportFormatError, StoreError
 from scalerl.harness.importers.base import ImportedCurve, check_run_names, is_step_name
 from scalerl.harness.importers.mapping import BASELINE, RunRole
 
@@ -174,6 +174,19 @@ def _check_fits(what: str, value: str, where: str) -> None:
         )
 
 
+def check_sweep_name(sweep: str) -> None:
+    """The sweep to import into is the user's argument, not the files': a name the store cannot
+    hold is a configuration error (exit 3), found before any source is read."""
+    problem = name_problem(sweep)
+    if problem is not None:
+        raise ConfigError(
+            f"sweep name {problem}",
+            field="--sweep",
+            value=sweep if isinstance(sweep, str) and len(sweep) <= 60 else str(sweep)[:57] + "...",
+            fix=f"name the sweep to import into (1 to {NAME_MAX} characters of text), e.g. --sweep old-runs",
+        )
+
+
 def _fail(store: Any, run_id: str, attempt: int, error: str) -> None:
     # The store itself may be gone: the error the caller raises next says what matters.
     with contextlib.suppress(StoreError):
@@ -250,7 +263,7 @@ def import_curves(
             "nothing to import: the sources hold no points (fix: check that the files hold logged "
             "values, not just a header, and that --metric names a logged metric)"
         )
-    _check_fits("sweep name", sweep, "--sweep")
+    check_sweep_name(sweep)
     units = {run: axis_unit or infer_unit(group[0].x_name) for run, group in by_run.items()}
     for c in curves:
         if c.steps.size and (int(c.steps.min()) < 0 or int(c.steps.max()) > STEP_MAX):
@@ -341,9 +354,7 @@ def import_curves(
             # Success would be a lie (the run "completed" with none of those points).
             # When the store is gone (the run cannot be marked failed now), `scalerl db replay`
             # stores the points and then completes the run: nothing else ever would.
-            if status != "running":
-                note_finish(left[0], run_id, attempt, status)
-            _fail(store, run_id, attempt, f"{left[1]} point(s) did not reach the store")
+            defer_finish(store, writer, run_id, attempt, None if status == "running" else status, None)
             raise StoreError(
                 f"run {run!r}: {left[1]} point(s) did not reach the store {store.url} and wait in "
                 f"the spool {left[0]} (fix: see the warning above for the store's error, then "

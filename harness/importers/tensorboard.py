@@ -34,6 +34,7 @@ from scalerl.harness.importers.base import (
     check_step,
     make_curve,
     register,
+    regular_kind,
 )
 
 _AXES = ("step", "wall_time")
@@ -321,9 +322,13 @@ def read_logdir(
     if logged is not None:
         axis = "step"
     by_dir: dict[Path, list[Path]] = defaultdict(list)
+    odd: dict[Path, list[Path]] = defaultdict(list)  # not regular files: reported, never read
     for f in sorted(base.rglob("*tfevents*")):
         if f.is_file():
             by_dir[f.parent].append(f)
+        elif not f.is_dir() or not any(f.glob("*tfevents*")):
+            odd[f.parent].append(f)
+            by_dir.setdefault(f.parent, [])
     if not by_dir:
         raise ImportFormatError(
             f"{base}: no TensorBoard event files (*tfevents*) under this directory (fix: check the path)"
@@ -333,6 +338,8 @@ def read_logdir(
     for run_dir, files in sorted(by_dir.items()):
         run = base.name if run_dir == base else run_dir.relative_to(base).as_posix()
         losses = LossLog()
+        for f in odd.get(run_dir, ()):
+            losses.add("not-regular-file", f"{f}: {regular_kind(f)}", run=run)
         points: Points = defaultdict(list)
         # Which file each point came from: a step a later file logs again is the resumed run
         # re-logging it (make_curve keeps the later value and reports it, never a loss).
@@ -346,6 +353,9 @@ def read_logdir(
                 segments[tag].extend([k] * len(p))
         params = _params_json(run_dir) if (run_dir / "params.json").is_file() else hparams
         tags.update(points)
+        if not points and not files and odd.get(run_dir):
+            results.append(ImportResult(str(run_dir), "tensorboard", (), losses.freeze()))
+            continue
         if not points:
             raise ImportFormatError(
                 f"{run_dir}: {len(files)} event file(s) but no scalar summaries (fix: log scalars with "

@@ -47,6 +47,7 @@ from scalerl.harness.importers.base import (
     LossLog,
     check_step,
     make_curve,
+    regular_kind,
 )
 
 OFFLINE_PREFIX = "wandb-offline:"
@@ -151,7 +152,9 @@ def offline_run_dirs(root: str | Path) -> list[Path]:
     base = Path(root)
     if base.name.startswith("offline-run-") and any(base.glob("run-*.wandb")):
         return [base]
-    return sorted({f.parent for f in base.rglob("offline-run-*/run-*.wandb") if f.is_file()})
+    # Every entry of that name counts (a FIFO or device too): reading a run skips such a file and
+    # counts it as ``not-regular-file``, so it is reported, never passed over in silence.
+    return sorted({f.parent for f in base.rglob("offline-run-*/run-*.wandb") if f.parent.is_dir()})
 
 
 def _sound(data: bytes, pos: int) -> bool:
@@ -222,7 +225,12 @@ def _read_offline_run(run_dir: Path, losses: LossLog) -> _Run:
     state: str | None = None
     rows: list[Mapping[str, Any]] = []
     project = entity = ""
-    files = sorted(run_dir.glob("run-*.wandb"))
+    files = []
+    for f in sorted(run_dir.glob("run-*.wandb")):
+        if f.is_file():
+            files.append(f)
+        else:  # a FIFO or device would block or never end; a folder holds no records
+            losses.add("not-regular-file", f"{f}: {regular_kind(f)}", run=run_id)
     for f in files:
         for i, data in enumerate(_records(f, losses)):
             rec = pb.Record()  # type: ignore[attr-defined]  # generated code, no stubs

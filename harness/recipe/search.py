@@ -173,9 +173,10 @@ class ObjectiveSpec(Frozen):
 
 
 class PrunerSpec(Frozen):
-    """``forecast`` (:class:`scalerl.harness.optuna.ForecastPruner`, target = the objective's ``at`` or the
-    budget), Optuna's ``median`` / ``hyperband``, or ``none``. ``options`` go to the pruner's
-    constructor as keyword arguments (checked against its signature)."""
+    """``forecast`` (a :mod:`scalerl.harness.optuna` forecast pruner: ``options.rule`` ``bound``
+    (default) or ``beat`` picks the class, target = the objective's ``at`` or the budget), Optuna's
+    ``median`` / ``hyperband``, or ``none``. ``options`` go to the pruner's constructor as keyword
+    arguments (checked against its signature)."""
 
     type: Literal["forecast", "median", "hyperband", "none"] = "forecast"
     options: dict[str, Any] = Field(default_factory=dict)

@@ -42,7 +42,9 @@ def esc(value: object) -> str:
     """HTML-escape any user value (``None`` and NaN become an empty string)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    return html.escape(str(value), quote=True)
+    # ``"`` as the numeric ``&#34;``: Plotly decodes numeric entities but not ``&quot;``, which
+    # it would show literally in a trace name or label (both mean ``"`` in HTML).
+    return html.escape(str(value), quote=True).replace("&quot;", "&#34;")
 
 
 def fmt(value: object, digits: int = 3) -> str:

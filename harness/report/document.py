@@ -1,17 +1,20 @@
 """The one-file HTML report: every figure, the verdict and fit tables, in a page that works offline.
 
-The page reads top down in the order a lab asks: what was spent (one line of run statuses and the
-compute per variant), what each knob did (the verdict table, which sorts and filters in the page
-and links each knob to its panel; the knob map), and why (one panel per knob: the reward panel of
-:mod:`scalerl.harness.report.panels` beside its mechanism diagnostic, with one log/linear compute switch
-for all panels), then the fit and run tables. A sweep with a single variant gets the plain curves
-figure instead of panels.
+The page reads top down in the order a lab asks, the answer first: what each knob did (the
+verdict table, which sorts and filters in the page and links each knob to its panel; then the knob
+map), then why (one panel per knob: the reward panel of :mod:`scalerl.harness.report.panels` beside
+its mechanism diagnostic, with one log/linear compute switch for all panels), then what was spent
+(the compute per variant), then the fit and run tables. A sweep with a single variant gets the
+plain curves figure instead of panels. The tables wrap their text (long names included) so the
+page reads at 1440 px without scrolling sideways.
 
-plotly.js is embedded once, with the first figure (``include_plotlyjs=True``), and the other
-figures reuse it. Every piece of user text on the page is HTML-escaped (:func:`esc`); the figures'
-JSON goes through Plotly's serializer, which writes ``<``, ``>`` and ``/`` as ``\\u`` escapes, so a
-name containing ``</script>`` cannot close the script tag it sits in. The page never shows the
-database URL: only the store's backend name.
+plotly.js is embedded once, in the page's head, and so is each Plotly template the figures use
+(every figure would otherwise carry its own copy of ``plotly_white``, ~7 kB); traces are
+downsampled for drawing, so the file grows far slower than the points. Every piece of user text
+on the page is HTML-escaped (:func:`esc`); the figures' JSON is written with ``<``, ``>``, ``&``
+and the two JavaScript line separators as ``\\u`` escapes (:func:`_script_json`), so a name
+containing ``</script>`` cannot close the script tag it sits in. The page never shows the database
+URL: only the store's backend name.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px 32px; color: #222; }
 h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
 .meta { color: #555; } .notice { background: #fff4d6; border: 1px solid #e0b84c; padding: 8px 12px; }
-table { border-collapse: collapse; font-size: 0.88em; margin-top: 0.5em; }
+table { border-collapse: collapse; font-size: 0.88em; margin-top: 0.5em; max-width: 100%; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
+td { overflow-wrap: anywhere; } th { overflow-wrap: normal; }
 th { background: #f4f4f4; } code { background: #f4f4f4; padding: 0 3px; }
 .figure { margin-top: 0.5em; }
 .knob-panel { border-top: 1px solid #ddd; padding-top: 6px; margin-top: 10px; }
@@ -49,7 +53,10 @@ th { background: #f4f4f4; } code { background: #f4f4f4; padding: 0 3px; }
 @media (max-width: 900px) { .panel-row { grid-template-columns: minmax(0, 1fr); } }
 .controls { margin: 6px 0; } .controls button.active { font-weight: bold; background: #dde6ff; }
 table.verdicts th { cursor: pointer; }
-table.verdicts td:last-child { min-width: 36em; } table.verdicts th[data-sort=asc]::after { content: " ▲"; }
+table.verdicts { width: 100%; } table.verdicts td:last-child { min-width: 16em; }
+table.verdicts td:nth-child(-n+4) { min-width: 5.5em; } /* names wrap, anywhere if they must */
+table.verdicts td:nth-child(n+5):nth-child(-n+13) { white-space: nowrap; } /* numbers never break */
+table.verdicts th[data-sort=asc]::after { content: " ▲"; }
 table.verdicts th[data-sort=desc]::after { content: " ▼"; } :target { outline: 2px solid #e0b84c; }
 """
 
@@ -120,15 +127,60 @@ class ReportData:
     diagnostics: pd.DataFrame = field(default_factory=pd.DataFrame)  # diag/* points (curves columns)
 
 
-def _figure_html(fig: go.Figure, first: bool) -> str:
-    import plotly.io as pio
+# Inside a JSON string these read the same; in a <script> element they cannot end it or a line.
+_SCRIPT_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
-    return str(
-        pio.to_html(
-            fig, full_html=False, include_plotlyjs=first, default_width="100%",
-            config={"displaylogo": False, "responsive": True},
+
+def _script_json(value: Any) -> str:
+    """JSON that is safe inside a ``<script>`` element: no ``</script>`` can close it."""
+    import json
+
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).translate(_SCRIPT_ESCAPES)
+
+
+class _Figures:
+    """Each figure as a ``div`` and a ``Plotly.newPlot`` call; the templates they use, once."""
+
+    def __init__(self) -> None:
+        self.templates: dict[str, int] = {}  # the template's JSON -> its index in scalerlTemplates
+        self.count = 0
+
+    def html(self, fig: go.Figure) -> str:
+        import json
+
+        import plotly.io as pio
+
+        spec = json.loads(pio.to_json(fig, validate=False))
+        layout = spec.get("layout", {})
+        template = layout.pop("template", None)
+        key = json.dumps(template, sort_keys=True, separators=(",", ":")) if template else ""
+        if key and key not in self.templates:
+            self.templates[key] = len(self.templates)
+        self.count += 1
+        div = f"scalerl-fig-{self.count}"
+        height = int(layout.get("height") or 450)
+        tmpl = f"Object.assign({{template: scalerlTemplates[{self.templates[key]}]}}, L)" if key else "L"
+        config = _script_json({"displaylogo": False, "responsive": True})
+        return (
+            f'<div id="{div}" class="plotly-graph-div" style="height:{height}px; width:100%;"></div>'
+            f"<script>(function () {{ var L = {_script_json(layout)}; "
+            f'Plotly.newPlot("{div}", {_script_json(spec.get("data", []))}, {tmpl}, {config}); }})();'
+            "</script>"
         )
-    )  # fmt: skip
+
+    def head(self) -> str:
+        """plotly.js and the templates, for the page's ``<head>``."""
+        import json
+
+        from plotly.offline import get_plotlyjs
+
+        templates = [json.loads(k) for k in sorted(self.templates, key=self.templates.__getitem__)]
+        return (
+            f'<script type="text/javascript">{get_plotlyjs()}</script>'
+            f"<script>var scalerlTemplates = {_script_json(templates)};</script>"
+        )
 
 
 def _fits_table_html(fits: pd.DataFrame, metric: str, axis: str) -> str:
@@ -222,17 +274,11 @@ def render_html(data: ReportData) -> str:
     """The whole report as one self-contained HTML string (see the module docstring)."""
     n_runs = len(data.runs)
     sections: list[str] = []
-    first = True
+    figures = _Figures()
 
     def figure(fig: go.Figure) -> str:
-        nonlocal first
-        html = f'<div class="figure">{_figure_html(fig, first)}</div>'
-        first = False
-        return html
+        return f'<div class="figure">{figures.html(fig)}</div>'
 
-    if n_runs:
-        sections.append("<h2>Overview</h2>" + figure(
-            overview_figure(data.runs, data.curves, metric=data.metric, axis=data.axis)))  # fmt: skip
     panels: list[KnobPanel] = []
     if not data.curves.empty:
         panels = knob_panels(
@@ -261,6 +307,9 @@ def render_html(data: ReportData) -> str:
             max_points_per_run=data.max_points_per_run, log_x=True)))  # fmt: skip
     else:
         sections.append("<h2>Curves</h2><p>No points recorded for this sweep yet.</p>")
+    if n_runs:  # what was spent comes after the answer and its reasons
+        sections.append("<h2>Compute spent</h2>" + figure(
+            overview_figure(data.runs, data.curves, metric=data.metric, axis=data.axis)))  # fmt: skip
     sections.append("<h2>Fits</h2>" + _fits_table_html(data.fits, data.metric, data.axis))
     if n_runs:
         sections.append("<h2>Runs</h2>" + _runs_table_html(data.runs, data.curves, data.metric, data.axis))
@@ -272,7 +321,7 @@ def render_html(data: ReportData) -> str:
     title = f"scalerl report: {esc(data.sweep)}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{title}</title><style>{_CSS}</style></head><body>"
+        f"<title>{title}</title><style>{_CSS}</style>{figures.head() if figures.count else ''}</head><body>"
         f"<h1>{title}</h1>"
         f'<p class="meta">metric <code>{esc(data.metric)}</code> against '
         f"{esc(AXIS_LABELS.get(data.axis, data.axis))} · {status_line(data.runs)} · "

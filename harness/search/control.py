@@ -98,3 +98,40 @@ def cancel_search(store: Any, spec: Mapping[str, Any], study_name: str, db_url: 
         marked = store.finish_run(run.run_id, run.attempts, "cancelled", error="cancelled by user")
         out[run.run_id] = "cancelled" if marked else "a newer attempt owns the run (store not updated)"
     return out
+
+
+def reap_trials(store: Any, study_name: str, db_url: str | None = None) -> dict[int, str]:
+    """Fail the RUNNING trials whose worker is gone: the process that trained the trial's run is
+    lost (:mod:`scalerl.harness.execution.liveness`: gone from this machine, or its heartbeat
+    stopped). A SIGKILLed worker tells its trial nothing, and with no other worker left to find
+    it stale, it stayed RUNNING (and ``sweep --wait`` exited 0). Returns trial number -> reason.
+    Called by ``scalerl status`` (every sync of a search) and at the end of ``sweep --wait``."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from scalerl.db.redaction import scrub
+    from scalerl.harness.execution import liveness
+    from scalerl.harness.search.worker import optuna_quiet, storage_url
+
+    url = storage_url(db_url) if db_url else store.engine.url.render_as_string(hide_password=False)
+    with optuna_quiet():
+        storage = optuna.storages.RDBStorage(url)
+        try:
+            study = optuna.load_study(study_name=study_name, storage=storage)
+        except KeyError:
+            return {}
+    out: dict[int, str] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        run_id = t.user_attrs.get("run_id")
+        run = store.get_run(str(run_id)) if run_id else None
+        reason = liveness.lost(run) if run is not None else None
+        if reason is None:
+            continue
+        try:
+            storage.set_trial_user_attr(t._trial_id, "error", scrub(f"worker {reason}")[:500])
+            study.tell(t.number, state=TrialState.FAIL)
+        except (RuntimeError, ValueError):  # told meanwhile (a live worker after all): leave it
+            continue
+        out[t.number] = reason
+        log.info("trial %d (run %s): %s", t.number, run_id, reason)
+    return out

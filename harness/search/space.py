@@ -137,6 +137,7 @@ def make_pruner(sweep: SweepSpec) -> optuna.pruners.BasePruner:
     spec = sec.pruner
     factory: Any
     base: dict[str, Any] = {}
+    options: dict[str, Any] = dict(spec.options)
     if spec.type == "none":
         factory = optuna.pruners.NopPruner
     elif spec.type == "median":
@@ -147,12 +148,26 @@ def make_pruner(sweep: SweepSpec) -> optuna.pruners.BasePruner:
         if steps is not None:
             base["max_resource"] = steps
     else:
-        from scalerl.harness.optuna import ForecastPruner
+        from scalerl.harness.optuna import other_rules_options, rule_class, warn_ignored
 
-        factory = ForecastPruner
+        rule = options.pop("rule", "bound")
+        try:
+            factory = rule_class(rule)
+        except ConfigError as err:
+            src = sweep._require().sources.get(("optuna", "pruner", "options", "rule"))
+            raise ConfigError(
+                f"pruner 'forecast': {err.reason}",
+                file=src.file if src else None,
+                line=src.line if src else None,
+                field="optuna.pruner.options.rule",
+                value=rule,
+                fix=err.fix,
+            ) from None
+        options, ignored = other_rules_options(rule, options)
+        warn_ignored(rule, ignored, where="optuna.pruner.options.")
         base["target"] = pruner_target(sweep)
     params = inspect.signature(factory).parameters
-    unknown = sorted(set(spec.options) - set(params))
+    unknown = sorted(set(options) - set(params))
     if unknown:
         valid = ", ".join(
             f"{n}={p.default!r}"
@@ -162,11 +177,11 @@ def make_pruner(sweep: SweepSpec) -> optuna.pruners.BasePruner:
         raise ConfigError(
             f"pruner {spec.type!r} takes no option {unknown[0]!r}",
             field=f"optuna.pruner.options.{unknown[0]}",
-            value=spec.options[unknown[0]],
+            value=options[unknown[0]],
             fix=f"use some of: {valid}",
         )
     hints = _hints(factory)
-    for name, value in spec.options.items():
+    for name, value in options.items():
         hint = hints.get(name)
         if hint is not None and not _accepts(hint, value):
             default = params[name].default
@@ -182,8 +197,8 @@ def make_pruner(sweep: SweepSpec) -> optuna.pruners.BasePruner:
                 + ("" if default is params[name].empty else f", e.g. {default!r}"),
             )
     try:
-        pruner: optuna.pruners.BasePruner = factory(**{**base, **spec.options})
-    except ConfigError as err:  # ForecastPruner's own checks: point at the sweep's option
+        pruner: optuna.pruners.BasePruner = factory(**{**base, **options})
+    except ConfigError as err:  # a forecast pruner's own checks: point at the sweep's option
         raise ConfigError(
             f"pruner {spec.type!r}: {err.reason}",
             field=f"optuna.pruner.options.{err.field}" if err.field else "optuna.pruner.options",

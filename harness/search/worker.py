@@ -139,14 +139,15 @@ def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.
         if "heartbeat_stale_trial_callback" in inspect.signature(storages.RDBStorage).parameters
         else "failed_trial_callback"
     )
-    with optuna_quiet():
-        storage = storages.RDBStorage(
+    storage = _rdb_storage(
+        lambda: storages.RDBStorage(
             url,
             engine_kwargs=kwargs,
             heartbeat_interval=sec.heartbeat_s,
             grace_period=2 * sec.heartbeat_s,
             **{hook: retry_cls(max_retry=sweep.max_retries)},  # type: ignore[arg-type]
         )
+    )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # Each worker seeds its sampler with seed + its slot (:func:`worker_slot`, unique across every
     # launch on the study): with one seed, N workers would propose the same first trials in
@@ -167,6 +168,27 @@ def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.
         for params in grid_points(sweep)[: sec.n_trials]:
             study.enqueue_trial(params, skip_if_exists=True)
     return study
+
+
+def _rdb_storage(make: Any, tries: int = 5) -> Any:
+    """Optuna's RDBStorage, made once the database lets it: on a fresh database, two searches (or
+    two workers) starting at once both create Optuna's tables and stamp its schema version, and
+    the second one fails (SQLite: ``UNIQUE constraint failed: alembic_version.version_num``; a
+    table that "already exists"). The first one's tables are then there: trying again loads them."""
+    import random
+
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    for attempt in range(tries):
+        try:
+            with optuna_quiet():
+                return make()
+        except (IntegrityError, OperationalError, ProgrammingError) as err:
+            racing = isinstance(err, IntegrityError) or "already exists" in str(err) or "locked" in str(err)
+            if not racing or attempt == tries - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1) * (0.5 + random.random()))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def grid_points(sweep: SweepSpec) -> list[dict[str, Any]]:
@@ -195,7 +217,7 @@ def optuna_quiet() -> Iterator[None]:
         yield
 
 
-def _retried_numbers(trials: list[Any]) -> set[int]:
+def retried_numbers(trials: list[Any]) -> set[int]:
     """Numbers of the trials some later trial re-runs (ours: ``retry_of``; Optuna's retry
     callback: ``retry_history``)."""
     out = set()
@@ -212,7 +234,7 @@ def claimed(study: optuna.Study) -> tuple[int, int]:
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
-    retried = _retried_numbers(trials)
+    retried = retried_numbers(trials)
     waiting = sum(t.state == TrialState.WAITING for t in trials)
     counted = sum(not (t.state == TrialState.FAIL and t.number in retried) for t in trials)
     return counted, waiting

@@ -41,6 +41,11 @@ PROBE = (
 # What a trainer that reports points never needs: the trainer extra's and the analysis extra's packages.
 HEAVY = ("torch", "transformers", *ANALYSIS_PACKAGES)
 MIGRATIONS = "import scalerl.db.schema as s; print(len(list(s.MIGRATIONS_DIR.glob('versions/*.py'))))"
+# The shipped interval calibrations are package data (read without numpy: a bare install has none).
+CALIBRATIONS = (
+    "from importlib.resources import files; "
+    "print(sorted(p.name for p in files('scalerl.harness.analysis.forecast').joinpath('data').iterdir()))"
+)
 
 # A lab's trainer repository: its own top-level ``db`` and ``harness`` packages, unrelated to ours.
 LAB_DB = '"""The lab\'s own experiment database helpers (no open_store here)."""\nTABLES = ("experiments",)\n'
@@ -176,6 +181,13 @@ def test_bare_install_has_no_torch_and_runs_the_client(tmp_path: Path) -> None:
     # The wheel holds copies (not links) and the Alembic migrations under the new name.
     migrations = _run([str(py), "-c", MIGRATIONS], tmp_path, env, 60)
     assert migrations.returncode == 0 and int(migrations.stdout) >= 3, migrations.stdout + migrations.stderr
+    shipped = _run([str(py), "-c", CALIBRATIONS], tmp_path, env, 60)
+    assert shipped.stdout.split() == [
+        "['default.json',",
+        "'finished_sweep.json',",
+        "'linear.json',",
+        "'sweep.json']",
+    ], shipped.stdout + shipped.stderr
 
     _log_from_lab_repo(py, tmp_path)
 

@@ -67,10 +67,11 @@ def _sweep(folder: Path, script: str, args: list[str], *, seeds: list[int], gpus
 
 @pytest.fixture
 def own_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Schedulers (subprocesses) keep their run slots and GPU locks under this test's TMPDIR, so
-    other tests' local runs on this machine do not share them."""
+    """Schedulers (subprocesses) keep their run slots and GPU locks in this test's slot folder
+    ($SCALERL_SLOT_DIR), so other tests' local runs on this machine do not share them."""
     (tmp_path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setenv("SCALERL_SLOT_DIR", str(tmp_path / "tmp" / "slots"))
 
 
 def test_each_local_run_gets_its_own_gpu_set_and_waits_for_one(

@@ -42,11 +42,12 @@ def _until(what: str, check: object, timeout_s: float = 60.0) -> None:
 def test_a_waiting_run_names_the_sweep_run_and_pid_that_hold_the_slot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Slots live in the per-user temp dir: give this test its own, so no other sweep on the
-    # machine holds one (the schedulers inherit TMPDIR; this process reads it via tempfile).
+    # Slots live in the user's private slot folder: give this test its own, so no other sweep on
+    # the machine holds one (the schedulers inherit $SCALERL_SLOT_DIR; so does this process).
     slots_tmp = tmp_path / "tmp"
     slots_tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(slots_tmp))
+    monkeypatch.setenv("SCALERL_SLOT_DIR", str(slots_tmp / "slots"))
     monkeypatch.setattr(tempfile, "tempdir", str(slots_tmp))
     env = dict(os.environ)
     url = f"sqlite:///{tmp_path / 's.db'}"

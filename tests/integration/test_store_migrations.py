@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
+from sqlalchemy.engine import make_url
 
 from scalerl import db
 from scalerl.db import schema
@@ -270,6 +271,49 @@ def test_upgrading_from_0005_adds_run_provenance_as_unknown_and_downgrades(url: 
         rows = conn.execute(text("SELECT run_id, attempts, first_sweep FROM v_runs")).all()
         assert [tuple(r) for r in rows] == [("r", 3, "s")]
         assert conn.execute(text("SELECT COUNT(*) FROM v_curves")).scalar_one() == 1
+    engine.dispose()
+
+
+def test_upgrading_from_0006_adds_sharing_and_liveness_and_downgrades(url: str) -> None:
+    """0007_sharing (issue 40) on a store with data: the old sweep belongs to the role that ran
+    the migration (PostgreSQL; none on SQLite), old runs have no process (never judged lost), the
+    store gets its id; a new sweep is owned by its creator; downgrade restores 0006."""
+    from alembic import command
+
+    bundle = make_engine(resolve_url(url))
+    assert schema.upgrade(bundle, "0006") == (None, "0006")
+    with bundle.engine.begin() as conn:  # a store written by the 0006 code
+        conn.execute(text("INSERT INTO sweep (name, spec, created_at) VALUES ('s', '{}', CURRENT_TIMESTAMP)"))
+        conn.execute(
+            text(
+                "INSERT INTO run (run_id, first_sweep, variant, seed, config, config_hash, status, attempts,"
+                " created_at) VALUES ('r', 's', 'baseline', 0, '{}', 'h', 'running', 1, CURRENT_TIMESTAMP)"
+            )
+        )
+        conn.execute(text("INSERT INTO sweep_run (sweep, run_id, variant) VALUES ('s', 'r', 'baseline')"))
+    assert schema.upgrade(bundle, "head") == ("0006", schema.head_revision())
+    bundle.engine.dispose()
+    store = db.open_store(url)
+    old = store.get_run("r")
+    assert old is not None and (old.pid, old.pid_start, old.heartbeat_at) == (None, None, None)
+    assert len(str(store.store_id)) == 36  # a UUID
+    store.ensure_sweep("new", {})
+    with store.engine.connect() as conn:
+        owners = dict(conn.execute(text("SELECT name, owner FROM sweep")).all())
+    expected = make_url(url).username if store.dialect == "postgresql" else None
+    assert owners == {"s": expected, "new": expected}
+    store.close()
+
+    engine = make_engine(resolve_url(url)).engine
+    with engine.begin() as conn:  # and 0007 downgrades cleanly, data kept
+        command.downgrade(schema.alembic_config(conn), "0006")
+        assert schema.current_revision(conn) == "0006"
+        assert "pid" not in {c["name"] for c in inspect(conn).get_columns("run")}
+        assert "owner" not in {c["name"] for c in inspect(conn).get_columns("sweep")}
+        assert not {"sweep_grant", "scalerl_meta"} & set(inspect(conn).get_table_names())
+        assert [tuple(r) for r in conn.execute(text("SELECT run_id, status FROM v_runs"))] == [
+            ("r", "running")
+        ]
     engine.dispose()
 
 

@@ -136,6 +136,8 @@ def test_a_huge_grid_is_counted_not_built(tmp_path: Path) -> None:
         ("{type: forecast, options: {level: .nan}}", "must be a finite number"),
         ("{type: forecast, options: {reference: up}}", "must be one of 'lo', 'value'"),
         ("{type: forecast, options: {level: 0.1}}", "outside the calibrated range"),
+        ("{type: forecast, options: {rule: best}}", "must be one of 'bound', 'beat'"),
+        ("{type: forecast, options: {rule: beat, margin_noise: .inf}}", "must be a finite number"),
     ],
 )
 def test_a_bad_pruner_option_fails_the_launch_with_a_clear_error(

@@ -25,7 +25,15 @@ REPO = Path(__file__).resolve().parents[2]
 # (layer, module prefixes), bottom first. A module belongs to the layer of its longest prefix.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Imports nothing of ours: the secret patterns every message is scrubbed with, the axes.
-    ("base", ("scalerl.db.redaction", "scalerl.harness.axes", "scalerl.harness.argtypes")),
+    (
+        "base",
+        (
+            "scalerl.db.redaction",
+            "scalerl.harness.axes",
+            "scalerl.harness.argtypes",
+            "scalerl.harness.terminal",
+        ),
+    ),
     ("errors", ("scalerl.harness.errors", "scalerl.harness.extras")),
     ("store", ("scalerl.db", "scalerl.harness.atomicio", "scalerl.harness.boundedio")),
     ("analysis", ("scalerl.harness.analysis",)),
@@ -46,6 +54,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("api", ("scalerl.harness.api",)),
+    # The live view is a front end like the CLI: it reads through the API and the store.
+    ("ui", ("scalerl.harness.ui",)),
     ("cli", ("scalerl.harness.cli",)),
     ("main", ("scalerl.harness.__main__",)),
 )

@@ -1,5 +1,5 @@
-"""The sigmoid fit: ScaleRL's curve, its fitters, bootstrap intervals, the power law it is
-compared with, and backtests.
+"""The sigmoid fit: ScaleRL's curve, its fitters, bootstrap intervals and the power law it is
+compared with.
 
 - :mod:`.curve`: ``R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B)``, :class:`FitOptions` and the frozen
   :class:`SigmoidFit` every fitter returns (with the shared cleaning and status checks);
@@ -7,9 +7,10 @@ compared with, and backtests.
   :func:`fit_sigmoid` / :func:`fit_sigmoid_many`; :mod:`.batched` (the fast fitter) and
   :mod:`.paper` (ScaleRL's App. A.5 grid, vectorised) do the searching;
 - :mod:`.bootstrap`: bootstrap CIs over seeds and points (:func:`bootstrap_fits`);
-- :mod:`.powerlaw`: the power law ``A - D / C^B``;
-- :mod:`.backtest`: forecasts from a fit's bootstrap replicates and backtests of fits (used by
-  bench/; a forecast of future observations is :mod:`scalerl.harness.analysis.forecast`).
+- :mod:`.powerlaw`: the power law ``A - D / C^B``.
+
+A forecast of future observations is :mod:`scalerl.harness.analysis.forecast`'s (backtests of
+fits and forecasts from bootstrap replicates are the benchmarks': bench/backtest.py).
 
 Importing this package loads nothing: the names below come from their modules on first access.
 """
@@ -35,6 +36,7 @@ __all__ = [
     "BootstrapResult",
     "FitOptions",
     "Fitter",
+    "ManyFitter",
     "PowerLawFit",
     "SigmoidFit",
     "bootstrap_fits",
@@ -53,6 +55,7 @@ __getattr__ = lazy_getattr(
         "BootstrapResult": "scalerl.harness.analysis.fit.bootstrap",
         "FitOptions": "scalerl.harness.analysis.fit.curve",
         "Fitter": "scalerl.harness.analysis.fit.fitters",
+        "ManyFitter": "scalerl.harness.analysis.fit.fitters",
         "PowerLawFit": "scalerl.harness.analysis.fit.powerlaw",
         "SigmoidFit": "scalerl.harness.analysis.fit.curve",
         "bootstrap_fits": "scalerl.harness.analysis.fit.bootstrap",

@@ -23,7 +23,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -343,6 +343,21 @@ def get_fitter(name: str) -> Fitter:
         raise ConfigError(
             "unknown fitter", field="method", value=name, fix=f"use one of {sorted(FITTERS)}"
         ) from None
+
+
+class ManyFitter(Protocol):
+    """What fits a batch of curves as :func:`fit_sigmoid_many` does: one :class:`SigmoidFit` per
+    curve, in order, each curve fitted on its own (batching changes no result). The forecasts take
+    one as their ``fitter`` (default :func:`fit_sigmoid_many`), so a caller can pass its own, e.g. a
+    benchmark that memoises fits across the thousands of forecasts it replays."""
+
+    def __call__(
+        self,
+        curves: Sequence[Curve],
+        *,
+        r0: Sequence[float] | None = None,
+        sigma: Sequence[ArrayLike | None] | None = None,
+    ) -> list[SigmoidFit]: ...
 
 
 def fit_sigmoid_many(

@@ -7,7 +7,7 @@
 - :mod:`.sweep_prior`: forecasts that borrow strength from the sweep (:func:`forecast_sweep`,
   :func:`forecast_with_siblings`): an empirical-Bayes prior over the sigmoid;
 - :mod:`.intervals`: the interval model (the unit ``u``, :class:`IntervalCalibration`);
-  :mod:`.calibrations`: the calibrations shipped; :mod:`.conformal`: fitting and checking them;
+  :mod:`.calibrations`: the calibrations shipped (fitted by bench/, read from data files);
 - :mod:`.bounds`: the range a metric can take, and clipping into it;
 - :mod:`.reach`: the compute at which a curve reaches a fraction of its ceiling;
 - :mod:`.peers`: a run's value at the target read from its finished peers (the search pruner).

@@ -1,80 +1,116 @@
-"""The forecast interval calibrations the library ships, each with where it came from.
+"""The forecast interval calibrations the library ships, read from data files with where they came from.
 
-Every constant here was fitted by a benchmark on the real curves in
-/work/shared/data/real-rl-curves and pasted in from its output (the line each comment names);
-bench/README.md has the held-out coverage tables. Which forecast uses which:
+Each calibration is one JSON file in ``forecast/data/`` (package data of the wheel): the
+:class:`~.intervals.IntervalCalibration` fields, which forecasts use it, and its provenance: the
+benchmark command that fitted it on the real curves in /work/shared/data/real-rl-curves, the date
+and machine, the sources and the commit of that run (:func:`provenance`), and when the values were
+first shipped (``first_shipped``). The benchmarks write
+them (``python -m bench.forecast_sweep --write-calibrations``, ``python -m bench.forecast
+--write-calibrations``); bench/README.md has the held-out coverage of each. Which forecast uses
+which:
 
-- :data:`DEFAULT_CALIBRATION`: the single-curve forecast (:func:`.ensemble.forecast_curve`);
-- :data:`SWEEP_CALIBRATION`: a forecast that borrows from its sweep
-  (:func:`.sweep_prior.forecast_with_siblings`) whose siblings are at its own stage;
-- :data:`FINISHED_SWEEP_CALIBRATION`: the same where the siblings ran on
-  (:func:`.sweep_prior.siblings_finished`);
-- :data:`LINEAR_CALIBRATION`: the constants shipped before, kept for the forecast pruner's
-  ``edge`` rule, whose defaults were chosen with them.
+- :data:`DEFAULT_CALIBRATION` (``default.json``): the single-curve forecast
+  (:func:`.ensemble.forecast_curve`);
+- :data:`SWEEP_CALIBRATION` (``sweep.json``): a forecast that borrows from its sweep
+  (:func:`.sweep_prior.forecast_with_siblings`) whose siblings are at its own stage, and every sweep
+  forecast of the forecast pruners;
+- :data:`FINISHED_SWEEP_CALIBRATION` (``finished_sweep.json``): the same where the siblings ran
+  on (:func:`.sweep_prior.siblings_finished`);
+- :data:`LINEAR_CALIBRATION` (``linear.json``): the constants shipped before, kept for the
+  forecast pruners' single-curve forecasts, whose defaults were chosen and measured with them.
+
+The files are read once, when this module is imported; a missing or damaged one raises
+:class:`~scalerl.harness.errors.ConfigError` naming the file and the field.
 """
 
 from __future__ import annotations
 
-from scalerl.harness.analysis.forecast.intervals import CALIBRATED_LEVELS, IntervalCalibration
+import dataclasses
+import json
+from importlib import resources
+from typing import Any
 
-# Fitted by bench/forecast_sweep.py on all four real sources (its "fitted on all four sources
-# (single)" line): growth with the log of the compute ratio and with the forecast's own
-# validation error, the objective (trimmed worst gap) chosen leave-one-source-out. Held out,
-# this procedure's 90% intervals cover 85-95% in 10 of the 16 (source, horizon bucket) cells up
-# to 30x (every W&B and SPEED-RL cell, none of verl's), against 5 for the linear-horizon
-# constants shipped before (bench/README.md, "Forecasts from the whole sweep").
-DEFAULT_CALIBRATION = IntervalCalibration(
-    levels=CALIBRATED_LEVELS,
-    quantiles=(0.281, 0.355, 0.451, 0.576, 0.809, 1.144, 1.634),
-    horizon_slope=0.0,
-    spread_weight=1.0,
-    log_horizon_slope=2.0,
-    own_weight=2.0,
-)
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
+from scalerl.harness.errors import ConfigError
 
-
-# The constants shipped before (bench/forecast.py, all sources, linear in the relative horizon):
-# what the forecast pruner's defaults were chosen and measured with (bench/search.py), so the
-# pruner keeps them until its bench is rerun on the new calibration.
-LINEAR_CALIBRATION = IntervalCalibration(
-    levels=CALIBRATED_LEVELS,
-    quantiles=(0.734, 0.932, 1.21, 1.572, 2.171, 2.851, 3.783),
-    horizon_slope=0.5,
-    spread_weight=1.0,
-)
+# The shipped calibrations: constant name -> file stem in forecast/data/.
+FILES = {
+    "DEFAULT_CALIBRATION": "default",
+    "LINEAR_CALIBRATION": "linear",
+    "SWEEP_CALIBRATION": "sweep",
+    "FINISHED_SWEEP_CALIBRATION": "finished_sweep",
+}
+PROVENANCE_FIELDS = ("command", "date", "machine", "sources", "commit")
+_FIELDS = tuple(f.name for f in dataclasses.fields(IntervalCalibration))
+_FIX = "reinstall scalerl-harness, or regenerate it: python -m bench.forecast_sweep --write-calibrations"
 
 
-# Fitted by bench/forecast_sweep.py on all four real sources, both sibling settings, with the
-# worst-gap objective; the leave-one-source-out coverage it reports, per source and horizon
-# bucket, is what to expect on a new source (bench/README.md). The nested-objective refit the
-# bench now prints gained one cell of 32 held out, so this one stays (the beat pruner's tables
-# were measured with it). forecast_with_siblings uses it where the siblings did not run on
-# (FINISHED_SWEEP_CALIBRATION below otherwise); the pruner for every sweep forecast.
-SWEEP_CALIBRATION = IntervalCalibration(
-    levels=CALIBRATED_LEVELS,
-    quantiles=(0.406, 0.523, 0.664, 0.888, 1.276, 1.651, 2.204),
-    horizon_slope=0.0,
-    spread_weight=1.0,
-    log_horizon_slope=2.0,
-    move_weight=0.0,
-    sibling_weight=1.0,
-)
+def _document(stem: str) -> tuple[str, dict[str, Any]]:
+    where = resources.files("scalerl.harness.analysis.forecast").joinpath("data", f"{stem}.json")
+    name = f"scalerl/harness/analysis/forecast/data/{stem}.json"
+    try:
+        doc = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read a shipped calibration: {err}", file=name, fix=_FIX) from None
+    if not isinstance(doc, dict):
+        raise ConfigError("must hold a JSON object", file=name, value=type(doc).__name__, fix=_FIX)
+    return name, doc
 
 
-# Fitted by bench/forecast_sweep.py on all four real sources, on the sweep forecasts whose
-# siblings ran on (siblings_finished), by the procedure of DEFAULT_CALIBRATION (objective chosen
-# leave-one-source-out: mean gap; its "fitted on all four sources (sweep, finished by
-# siblings_finished)" line). Siblings' own futures make these forecasts far better informed than
-# same-stage ones, and one shared calibration over-covered them (held out, 4 of 16 source x
-# horizon cells in 85-95% at 90%); with this one for the runs the rule calls finished, 12 of 16,
-# the same-stage cells unchanged (bench/README.md, "Forecasts from the whole sweep").
-FINISHED_SWEEP_CALIBRATION = IntervalCalibration(
-    levels=CALIBRATED_LEVELS,
-    quantiles=(0.306, 0.385, 0.48, 0.605, 0.784, 0.97, 1.214),
-    horizon_slope=0.0,
-    spread_weight=1.0,
-    log_horizon_slope=0.5,
-    move_weight=0.0,
-    sibling_weight=2.0,
-    own_weight=0.5,
-)
+def read_calibration(stem: str) -> IntervalCalibration:
+    """The calibration in ``forecast/data/<stem>.json``: every field of
+    :class:`~.intervals.IntervalCalibration`, no other (a ConfigError names the file and field)."""
+    return calibration_of(*_document(stem))
+
+
+def calibration_of(name: str, doc: dict[str, Any]) -> IntervalCalibration:
+    """The calibration of a parsed calibration file ``doc`` (``name`` is the file, for errors)."""
+    fields = doc.get("calibration")
+    if not isinstance(fields, dict) or set(fields) != set(_FIELDS):
+        got = sorted(fields) if isinstance(fields, dict) else fields
+        raise ConfigError(
+            f"calibration must have exactly the fields {', '.join(_FIELDS)}",
+            file=name,
+            field="calibration",
+            value=got,
+            fix=_FIX,
+        )
+    try:
+        return IntervalCalibration(
+            levels=tuple(float(v) for v in fields["levels"]),
+            quantiles=tuple(float(v) for v in fields["quantiles"]),
+            **{k: float(fields[k]) for k in _FIELDS if k not in ("levels", "quantiles")},
+        )
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"not a calibration: {err}", file=name, field="calibration", fix=_FIX) from None
+
+
+def provenance(stem: str) -> dict[str, Any]:
+    """Where ``forecast/data/<stem>.json`` came from: at least the command, date, machine, sources
+    and commit of the benchmark run that fitted it."""
+    name, doc = _document(stem)
+    prov = doc.get("provenance")
+    missing = [k for k in PROVENANCE_FIELDS if not isinstance(prov, dict) or k not in prov]
+    if missing:
+        raise ConfigError(
+            f"provenance lacks {', '.join(missing)}", file=name, field="provenance", value=prov, fix=_FIX
+        )
+    assert isinstance(prov, dict)
+    return prov
+
+
+def first_shipped(stem: str) -> dict[str, Any]:
+    """When the values of ``forecast/data/<stem>.json`` were first shipped: commit, date, command."""
+    name, doc = _document(stem)
+    first = doc.get("first_shipped")
+    if not isinstance(first, dict) or not {"commit", "date", "command"} <= set(first):
+        raise ConfigError(
+            "first_shipped must give the commit, date and command", file=name, field="first_shipped", fix=_FIX
+        )
+    return first
+
+
+DEFAULT_CALIBRATION = read_calibration(FILES["DEFAULT_CALIBRATION"])
+LINEAR_CALIBRATION = read_calibration(FILES["LINEAR_CALIBRATION"])
+SWEEP_CALIBRATION = read_calibration(FILES["SWEEP_CALIBRATION"])
+FINISHED_SWEEP_CALIBRATION = read_calibration(FILES["FINISHED_SWEEP_CALIBRATION"])

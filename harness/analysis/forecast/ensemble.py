@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scalerl.harness.analysis.fit.curve import FitOptions, FloatArray, clean_sigma, prepare, sigmoid_curve
-from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.fit.fitters import ManyFitter, fit_sigmoid_many
 from scalerl.harness.analysis.fit.powerlaw import B_GRID, solve_grid
 from scalerl.harness.analysis.forecast.bounds import Bounds, check_bounds, clip_to_bounds
 from scalerl.harness.analysis.forecast.calibrations import DEFAULT_CALIBRATION
@@ -255,9 +255,11 @@ def member_forecasts(
     r0: Sequence[float],
     sigma: Sequence[FloatArray | None] | None,
     settings: EnsembleSettings,
+    fitter: ManyFitter = fit_sigmoid_many,
 ) -> list[FloatArray]:
-    """(3, len(at)) member forecasts for every curve; NaN rows where a member cannot forecast."""
-    fits = fit_sigmoid_many(list(curves), r0=list(r0), sigma=None if sigma is None else list(sigma))
+    """(3, len(at)) member forecasts for every curve; NaN rows where a member cannot forecast.
+    ``fitter`` makes the sigmoid member's fits (:class:`~scalerl.harness.analysis.fit.fitters.ManyFitter`)."""
+    fits = fitter(list(curves), r0=list(r0), sigma=None if sigma is None else list(sigma))
     out = []
     for (x, y), at, fit in zip(curves, ats, fits, strict=True):
         m = np.full((3, at.size), np.nan)
@@ -283,8 +285,10 @@ def point_forecast_many(
     sigma: Sequence[ArrayLike | None] | None = None,
     settings: EnsembleSettings = DEFAULT_ENSEMBLE,
     options: FitOptions | None = None,
+    fitter: ManyFitter = fit_sigmoid_many,
 ) -> list[PointForecast]:
-    """Point forecasts for many curves at once (every sigmoid fit in one batched call per origin).
+    """Point forecasts for many curves at once (every sigmoid fit in one batched call per origin;
+    ``fitter`` makes them, :func:`~scalerl.harness.analysis.fit.fitters.fit_sigmoid_many` unless given).
 
     ``r0`` (one per curve, None = the lowest-compute finite value) is R0 for the sigmoid;
     ``sigma`` (one array of per-point standard errors per curve, or None) weights the sigmoid
@@ -350,7 +354,7 @@ def point_forecast_many(
         inner.append(mine)
     any_sigma = any(s is not None for s in jobs_sigma)
     member_preds = member_forecasts(
-        jobs_curves, jobs_at, jobs_r0, jobs_sigma if any_sigma else None, settings
+        jobs_curves, jobs_at, jobs_r0, jobs_sigma if any_sigma else None, settings, fitter
     )
     allowed = np.array([m in settings.members for m in MEMBERS])
     out: list[PointForecast | None] = [None] * n

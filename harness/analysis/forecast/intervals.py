@@ -6,7 +6,7 @@ the same forecast made on sibling runs and on the curve's own past, and grows wi
 an :class:`IntervalCalibration` holds the constants that weigh them and the split-conformal
 quantiles ``q`` at :data:`CALIBRATED_LEVELS`. The shipped calibrations are
 :mod:`scalerl.harness.analysis.forecast.calibrations`; fitting one is
-:mod:`scalerl.harness.analysis.forecast.conformal`.
+bench/conformal.py.
 """
 
 from __future__ import annotations
@@ -79,6 +79,10 @@ class IntervalCalibration:
 
 
 CALIBRATED_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98)
+# The compute ratios C / C_last the shipped calibrations' coverage was checked over, bucketed
+# (bench/conformal.py: 1-2x, 2-4x, 4-10x, 10-30x): a forecast further out than the last edge has an
+# interval nobody checked that far.
+HORIZON_EDGES = (1.0, 2.0, 4.0, 10.0, 30.0)
 
 
 @dataclass(frozen=True)

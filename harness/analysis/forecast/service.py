@@ -24,8 +24,8 @@ from numpy.typing import ArrayLike
 from scalerl.harness.analysis.fit.bootstrap import pool
 from scalerl.harness.analysis.fit.curve import FloatArray
 from scalerl.harness.analysis.forecast.bounds import Bounds, MetricBounds, resolve_bounds
-from scalerl.harness.analysis.forecast.conformal import HORIZON_EDGES
 from scalerl.harness.analysis.forecast.ensemble import CurveForecast, forecast_curve
+from scalerl.harness.analysis.forecast.intervals import HORIZON_EDGES
 from scalerl.harness.analysis.forecast.reach import forecast_reach
 from scalerl.harness.analysis.forecast.sweep_prior import forecast_sweep
 from scalerl.harness.analysis.groups import VariantCurves

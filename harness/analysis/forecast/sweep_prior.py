@@ -62,7 +62,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.harness.analysis.fit.curve import FitOptions, FloatArray, sigmoid_curve
-from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.fit.fitters import ManyFitter, fit_sigmoid_many
 from scalerl.harness.analysis.forecast.bounds import Bounds, check_bounds
 from scalerl.harness.analysis.forecast.calibrations import (
     DEFAULT_CALIBRATION,
@@ -144,7 +144,9 @@ class SweepSettings:
                 fix="use 0.99 (1.0 never refuses the siblings)",
             )
         if self.spread not in SPREADS:
-            raise ConfigError("unknown spread", field="spread", value=self.spread, fix=f"use one of {SPREADS}")
+            raise ConfigError(
+                "unknown spread", field="spread", value=self.spread, fix=f"use one of {SPREADS}"
+            )
         if self.validation not in VALIDATIONS:
             raise ConfigError(
                 "unknown validation",
@@ -274,11 +276,14 @@ def _clean(c: ArrayLike, v: ArrayLike) -> tuple[FloatArray, FloatArray]:
 
 
 def sweep_priors(
-    sibling_sets: Sequence[Sequence[Curve]], settings: SweepSettings = DEFAULT_SWEEP
+    sibling_sets: Sequence[Sequence[Curve]],
+    settings: SweepSettings = DEFAULT_SWEEP,
+    *,
+    fitter: ManyFitter = fit_sigmoid_many,
 ) -> list[Prior | None]:
     """One prior per set of sibling curves (None when fewer than ``min_siblings`` fit ``ok``);
-    every distinct sibling is fitted once, all in one batched call (a sweep's n runs appear in
-    n - 1 sets each: the same curve object is fitted once)."""
+    every distinct sibling is fitted once, all in one batched call of ``fitter`` (a sweep's n runs
+    appear in n - 1 sets each: the same curve object is fitted once)."""
     index: dict[int, int] = {}
     flat: list[tuple[FloatArray, FloatArray]] = []
     keep_alive: list[Curve] = []  # ids are only unique while the objects live
@@ -288,7 +293,7 @@ def sweep_priors(
                 index[id(cv)] = len(flat)
                 flat.append(_clean(*cv))
                 keep_alive.append(cv)
-    fits = fit_sigmoid_many(flat, r0=[float(y[0]) if y.size else math.nan for _, y in flat]) if flat else []
+    fits = fitter(flat, r0=[float(y[0]) if y.size else math.nan for _, y in flat]) if flat else []
     out: list[Prior | None] = []
     for sibs in sibling_sets:
         mine = [fits[index[id(cv)]] for cv in sibs]
@@ -403,20 +408,23 @@ def point_forecast_with_prior(
     *,
     siblings: Sequence[Sequence[Curve]] | None = None,
     settings: EnsembleSettings = DEFAULT_ENSEMBLE,
+    fitter: ManyFitter = fit_sigmoid_many,
 ) -> list[PointForecast]:
     """The single-curve ensemble's point forecasts with the sweep member added where a curve has a
     prior its own points agree with (members ``SWEEP_MEMBERS``); a curve without one, or whose
     points refuse it (:func:`borrowing`), keeps its single-curve forecast exactly. The prior's
-    :class:`SweepSettings` (``Prior.settings``) say how the check and the validation are done.
+    :class:`SweepSettings` (``Prior.settings``) say how the check and the validation are done;
+    ``fitter`` makes every single-curve sigmoid fit (the sweep member's own fit is MAP, not it).
 
     Member weights: inside the curve (rolling origins) and, where ``siblings`` (the sets the
     priors came from) holds at least :data:`MIN_VALIDATING` siblings that ran past this curve's
     last compute, on them: each such sibling is cut at this curve's last compute and forecast from
     there (its sweep member with the prior that leaves it out), and scored on its own later points
     up to the furthest ``at``. That is the question the forecast answers (what happens after this
-    point), asked of runs that went on; with ``validation="both"`` the curve's own past must agree.
+    point), asked of runs that went on; with ``validation="check"`` the curve's own past must
+    agree.
     """
-    return [pf for pf, _ in _forecasts_with_prior(curves, at, priors, siblings, settings)]
+    return [pf for pf, _ in _forecasts_with_prior(curves, at, priors, siblings, settings, fitter)]
 
 
 Job = tuple[int, FloatArray, FloatArray, FloatArray, FloatArray, "Prior | None", bool]
@@ -463,9 +471,10 @@ def _forecasts_with_prior(
     priors: Sequence[Prior | None],
     siblings: Sequence[Sequence[Curve]] | None,
     settings: EnsembleSettings,
+    fitter: ManyFitter = fit_sigmoid_many,
 ) -> list[tuple[PointForecast, Borrowing | None]]:
     """:func:`point_forecast_with_prior` with each curve's check of its prior (None: no prior)."""
-    base = point_forecast_many(curves, at, settings=settings)
+    base = point_forecast_many(curves, at, settings=settings, fitter=fitter)
     allowed = np.array([m in settings.members for m in MEMBERS] + [True])
     clean = [_clean(c, v) for c, v in curves]
     checks: list[Borrowing | None] = []
@@ -487,7 +496,12 @@ def _forecasts_with_prior(
         jobs += own + on_sibs
     # Every job's single-curve members in one batch.
     inner = member_forecasts(
-        [(j[1], j[2]) for j in jobs], [j[3] for j in jobs], [float(j[2][0]) for j in jobs], None, settings
+        [(j[1], j[2]) for j in jobs],
+        [j[3] for j in jobs],
+        [float(j[2][0]) for j in jobs],
+        None,
+        settings,
+        fitter,
     )
     by_curve: dict[int, list[tuple[tuple[FloatArray, FloatArray], bool]]] = {}
     for job, single in zip(jobs, inner, strict=True):

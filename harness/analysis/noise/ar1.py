@@ -1,13 +1,13 @@
 """AR(1) noise: how much a window mean of serially correlated points varies.
 
 Real evaluation curves wander around their trend: residuals are serially correlated (W&B GSM8K,
-lag-1 0.51; :mod:`scalerl.harness.analysis.sim.noise_fit`), so the mean of ``w`` consecutive
+lag-1 0.51; bench/noise_fit.py), so the mean of ``w`` consecutive
 points varies more than ``sigma^2 / w``. For a stationary AR(1) with lag-1 correlation ``rho``::
 
     Var(mean of w points) = sigma^2 / w * F,   F = 1 + 2 sum_{k=1}^{w-1} (1 - k/w) rho^k
 
 (exact for equal variances). The collapse test (:mod:`scalerl.harness.analysis.verdicts.collapse`)
-and the noise model fitted for the simulator (:mod:`scalerl.harness.analysis.sim.noise_fit`) both
+and the noise model fitted for the simulator (bench/noise_fit.py) both
 use these two functions.
 """
 

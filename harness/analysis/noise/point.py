@@ -31,7 +31,7 @@ prior's MAP fit and of the search pruner's margins, and the shipped interval cal
 they are fitted again with :func:`point_se` (bench/forecast.py, bench/forecast_sweep.py);
 :func:`noise_scale` ignores the compute spacing and the sample counts. The simulator's noise
 model (white plus AR(1) about a sigmoid, late dips) is fitted by
-:mod:`scalerl.harness.analysis.sim.noise_fit`; AR(1) window variances are :mod:`.ar1`'s.
+bench/noise_fit.py; AR(1) window variances are :mod:`.ar1`'s.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ the budget, and each evaluation gets the noise of :class:`NoiseModel`, in this o
 results store through the same writer a trainer uses, so ``scalerl fit`` reads them like any
 sweep. Deterministic: the same design, noise and seed give the same bits (the draws happen in a
 fixed order, and every draw is made whether or not its scale is zero). The noise parameters fitted
-on real curves are :mod:`scalerl.harness.analysis.sim.noise_fit`'s.
+on real curves are bench/noise_fit.py's.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ class SweepDesign:
 @dataclass(frozen=True)
 class NoiseModel:
     """How a simulated run departs from its variant's true curve (see the module docstring).
-    The default is noise-free; :mod:`scalerl.harness.analysis.sim.noise_fit` fits one to real curves."""
+    The default is noise-free; bench/noise_fit.py fits one to real curves."""
 
     n: int | None = None
     record_n: bool = True

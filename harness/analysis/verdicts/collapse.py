@@ -23,7 +23,7 @@ Issue 23 item 4 ("one bad seed is a finding, not a veto"). :func:`judge` reads o
 **The noise.** A point's SE is the one given (binomial, from its sample count), replaced by the
 curve's residual scatter (:func:`~scalerl.harness.analysis.noise.point.residual_se`) where that is over
 1.5x larger (today's rule). Real eval curves also wander: residuals about the trend are serially
-correlated (W&B GSM8K, :mod:`~scalerl.harness.analysis.sim.noise_fit`: lag-1 0.51), so a mean of ``w``
+correlated (W&B GSM8K, bench/noise_fit.py: lag-1 0.51), so a mean of ``w``
 points varies more than ``sigma^2 / w``. The residuals are modelled as AR(1) with lag-1 ``rho``:
 a window mean has variance ``sum(se^2) / w^2 * F``, ``F = 1 + 2 sum_{k=1}^{w-1} (1 - k/w) rho^k``
 (exact for equal SEs), and the line's slope and end value use the full covariance

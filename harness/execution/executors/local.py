@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 
 from scalerl.harness.execution.executors.base import Executor, JobHandle, JobState, register_executor
-from scalerl.harness.execution.executors.local_files import LocalLayout, pid_alive, try_lock
+from scalerl.harness.execution.executors.local_files import LocalLayout, pid_alive, slot_dir, try_lock
 from scalerl.harness.execution.spec import RunSpec
 
 SCHEDULER_START_S = 60.0
@@ -36,6 +36,7 @@ class LocalExecutor(Executor):
     def submit(self, specs: Sequence[RunSpec]) -> list[JobHandle]:
         if not specs:
             return []
+        slot_dir()  # a slot folder another user could tamper with is refused here, not in the scheduler
         layout = self.layout
         layout.make()
         threads = max(s.resources.cpus_per_task for s in specs)

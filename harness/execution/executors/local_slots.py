@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from scalerl.harness.errors import ExecutionError
 from scalerl.harness.execution.executors.local_files import LocalLayout, pid_alive, slot_dir
 
 if TYPE_CHECKING:
@@ -100,9 +101,11 @@ def release(fh: IO[str]) -> None:
 def holder(slot: int) -> Holder | None:
     """The live holder of slot ``slot``, or None when free (or its holder is gone)."""
     try:
-        data = json.loads((slot_dir() / f"slot{slot}.lock").read_text() or "null")
+        fd = os.open(slot_dir() / f"slot{slot}.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd) as fh:
+            data = json.loads(fh.read(65536) or "null")
         found = Holder(**data) if isinstance(data, dict) else None
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, ExecutionError):
         return None
     return found if found is not None and pid_alive(found.pid) else None
 

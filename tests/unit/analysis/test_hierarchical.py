@@ -11,16 +11,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scalerl import db
-from scalerl.harness.analysis import forecast_curve
-from scalerl.harness.analysis.fit.curve import sigmoid_curve
-from scalerl.harness.analysis.forecast.calibrations import FINISHED_SWEEP_CALIBRATION, SWEEP_CALIBRATION
-from scalerl.harness.analysis.forecast.conformal import (
+from bench.conformal import (
     buckets,
     coverage_table,
     fit_calibration,
     fit_calibrations,
 )
+from scalerl import db
+from scalerl.harness.analysis import forecast_curve
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.forecast.calibrations import FINISHED_SWEEP_CALIBRATION, SWEEP_CALIBRATION
 from scalerl.harness.analysis.forecast.ensemble import point_forecast_many, with_interval
 from scalerl.harness.analysis.forecast.intervals import CALIBRATED_LEVELS, IntervalCalibration, UnitTerms
 from scalerl.harness.analysis.forecast.sweep_prior import (
@@ -163,21 +163,19 @@ def test_prior_is_the_siblings_median_with_a_floored_spread() -> None:
         SweepSettings(kappa=0.0)
 
 
-def test_each_run_of_a_sweep_is_fitted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_run_of_a_sweep_is_fitted_once() -> None:
     """A sweep of n runs has n sibling sets of n - 1 runs: the n curves are fitted once, not
     n (n - 1) times (a 100-variant sweep of long curves would not fit in memory otherwise)."""
-    import scalerl.harness.analysis.forecast.sweep_prior as hier
+    from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
 
     seen: list[int] = []
-    real = hier.fit_sigmoid_many
 
-    def counting(curves: Any, **kw: Any) -> Any:
+    def counting(curves: Any, **kw: Any) -> Any:  # the fitter seam, counting its batches
         seen.append(len(curves))
-        return real(curves, **kw)
+        return fit_sigmoid_many(curves, **kw)
 
-    monkeypatch.setattr(hier, "fit_sigmoid_many", counting)
     runs = _sweep(4, n=10)
-    priors = sweep_priors([[r for k, r in enumerate(runs) if k != i] for i in range(10)])
+    priors = sweep_priors([[r for k, r in enumerate(runs) if k != i] for i in range(10)], fitter=counting)
     assert seen == [10]
     assert all(p is not None and p.n == 9 for p in priors)
     # Leaving one sibling out (the validation of a member on that sibling) drops its row.

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.noise_fit import curve_noise, estimate_noise
 from scalerl import db
 from scalerl.db.queries import CURVE_COLUMNS
 from scalerl.harness.analysis.fit.curve import sigmoid_curve
-from scalerl.harness.analysis.sim.noise_fit import curve_noise, estimate_noise
 from scalerl.harness.analysis.sim.simulate import (
     CurveTruth,
     NoiseModel,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.fit.backtest import (
+from bench.backtest import (
     backtest_many,
     backtest_power_law,
     forecast_compute_to_reach,

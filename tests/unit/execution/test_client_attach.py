@@ -297,17 +297,21 @@ def test_inside_a_harness_launch_init_writes_into_the_launchers_run(
     store.close()
 
 
-def test_cancel_says_an_attached_run_is_stopped_where_it_was_launched(
+def test_cancel_ends_an_attached_run_and_its_finish_leaves_it_cancelled(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Issue 40: `cancel` could not end an attached run (no job of ours); now it ends it in the
+    store, and the process's own finish finds it cancelled and leaves it so."""
     from scalerl.harness.cli import main
 
     run = client.init(sweep="s", seed=0, config=CFG, db=url)
     run.log(0, {"val/pass_rate": 0.1}, compute={"flops": 1.0})
     try:
-        assert main(["cancel", "s", "--db", url]) == 1  # nothing the harness could stop
-        out = capsys.readouterr().out
-        assert f"{run.run_id}: attached from its own launcher (client.init), no job to stop" in out
+        assert main(["cancel", "s", "--db", url]) == 0
+        assert f"{run.run_id}: cancelled" in capsys.readouterr().out
     finally:
         run.finish()
-    assert run.status == "completed"
+    assert run.status == "cancelled"
+    store = db.open_store(url)
+    info = store.get_run(str(run.run_id))
+    assert info is not None and info.status == "cancelled" and info.error == "cancelled by user"

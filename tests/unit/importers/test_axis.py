@@ -4,6 +4,7 @@ step, the running total, the unit a name stands for, and the defaults an import 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -51,11 +52,14 @@ def test_points_take_the_axis_logged_at_their_step() -> None:
 def test_running_total_of_a_per_step_count() -> None:
     tokens = curve("perf/total_num_tokens", [1, 2, 3, 4], [100, 120, 80, 100])
     result = ImportResult("src", "test", (curve("val", [0, 2, 4], [0.1, 0.2, 0.3]), tokens), ImportLosses())
-    # As logged it falls (120 -> 80): a per-step count, and the error names the flag.
-    with pytest.raises(
-        ImportFormatError, match=r"falls from 120 at step 2 to 80 at step 3.*--axis-cumulative"
-    ):
-        on_logged_axis([result], "perf/total_num_tokens")
+    # As logged it falls (120 -> 80): a per-step count. The run loses its points, counted against
+    # it with the fix (issue 40: raised, it refused imports that left the run out).
+    (falling,) = on_logged_axis([result], "perf/total_num_tokens")
+    assert [len(c) for c in falling.curves] == [0] and falling.losses.counts == {"bad-axis-column": 3}
+    assert re.search(
+        r"falls from 120 at step 2 to 80 at step 3.*--axis-cumulative", falling.losses.describe()
+    )
+    assert not losses_kept(falling, {"r"})
     (placed,) = on_logged_axis([result], "perf/total_num_tokens", cumulative=True)
     (val,) = placed.curves
     # Step 0 (verl's validation before training) sits at no compute; steps 2 and 4 at the sums.
@@ -83,8 +87,9 @@ def test_a_run_without_the_axis_loses_its_points_and_an_unlogged_axis_is_named()
     with pytest.raises(ImportFormatError, match=r"no run logs the axis 'perf/flops'.*one of: tokens, val"):
         on_logged_axis([result], "perf/flops")
     negative = ImportResult("src", "t", (curve("val", [1], [0.1]), curve("n", [1], [-3.0])), ImportLosses())
-    with pytest.raises(ImportFormatError, match=r"'n' is -3 at step 1; a per-step count is never negative"):
-        on_logged_axis([negative], "n", cumulative=True)
+    (refused,) = on_logged_axis([negative], "n", cumulative=True)
+    assert refused.losses.counts == {"bad-axis-column": 1}
+    assert "'n' is -3 at step 1; a per-step count is never negative" in refused.losses.describe()
 
 
 @pytest.mark.parametrize(

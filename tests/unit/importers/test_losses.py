@@ -261,5 +261,7 @@ def test_every_reason_has_a_policy() -> None:
         "bad-axis",
         "duplicate-step",
         "non-finite-value",
+        "bad-axis-column",
+        "not-regular-file",
     }
     assert all(p.startswith(("dropped:", "kept:")) for p in LOSS_POLICY.values())

@@ -46,7 +46,7 @@ def test_the_shipped_search_file_loads_with_typed_distributions() -> None:
     assert dists["knobs.loss.choice"].choices == ("cispo", "dapo")
     assert isinstance(make_sampler(sweep.optuna), optuna.samplers.TPESampler)
     assert pruner_target(sweep) == 150.0  # the budget, on the step axis
-    assert type(make_pruner(sweep)).__name__ == "ForecastPruner"
+    assert type(make_pruner(sweep)).__name__ == "BoundPruner"
 
 
 @pytest.mark.parametrize(
@@ -153,3 +153,15 @@ def test_the_beat_rule_margin_is_a_pruner_option(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         make_pruner(load_sweep(_write(tmp_path, {"space": {"optimizer.lr": LR}, "pruner": one})))
     assert "optuna.pruner.options.peers" in str(info.value) and "1" in str(info.value)
+
+
+def test_the_rule_picks_the_class_and_the_other_rules_options_still_load(tmp_path: Path) -> None:
+    from scalerl.harness.optuna import BeatPruner
+    from scalerl.harness.search.space import make_pruner
+
+    # One class took every option until the rules became classes: a recipe with the bound rule's
+    # level under rule: beat still loads; the warning names the ignored option.
+    beat = {"type": "forecast", "options": {"rule": "beat", "level": 0.8, "min_probability": 0.1}}
+    with pytest.warns(UserWarning, match=r"optuna.pruner.options.level: only rule 'bound' uses it"):
+        pruner = make_pruner(load_sweep(_write(tmp_path, {"space": {"optimizer.lr": LR}, "pruner": beat})))
+    assert isinstance(pruner, BeatPruner) and pruner.min_probability == 0.1

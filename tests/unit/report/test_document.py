@@ -68,7 +68,7 @@ def test_a_single_variant_sweep_gets_the_curves_figure_instead_of_panels() -> No
 
 def test_user_text_cannot_open_or_close_a_script() -> None:
     page = render_html(report_data())
-    # Only Plotly's own script tags: plotly.js, its config line, and one per figure.
+    # Only the page's own script tags: plotly.js, the templates, one per figure and the page script.
     opens = [m.start() for m in re.finditer(r"<script", page)]
     closes = page.count("</script>")
     assert len(opens) == closes
@@ -76,11 +76,14 @@ def test_user_text_cannot_open_or_close_a_script() -> None:
     assert "&lt;/script&gt;&lt;script&gt;window.__scalerl_injected=1" in page  # the table reason
     assert "loo &lt;b&gt;sweep&lt;/b&gt;" in page
     # The run name rides in the figure JSON HTML-escaped (for plotly.js, which renders a subset of
-    # HTML) and with "/" written as \u002f by Plotly's serializer.
-    assert "&lt;\\u002fscript&gt;&lt;script&gt;window.__scalerl_injected=1&lt;\\u002fscript&gt;" in page
-    # Defence in depth: even unescaped text cannot close a script tag through Plotly's JSON.
-    raw = go.Figure(go.Scatter(x=[1], y=[1], name=EVIL))
-    assert "</script>" not in pio.to_json(raw) and "\\u003c\\u002fscript\\u003e" in pio.to_json(raw)
+    # HTML), and the page writes that JSON with "<", ">" and "&" as \u escapes.
+    assert "\\u0026lt;/script\\u0026gt;\\u0026lt;script\\u0026gt;window.__scalerl_injected=1" in page
+    # Defence in depth: even unescaped text cannot close a script tag through the page's JSON.
+    from scalerl.harness.report.document import _script_json
+
+    raw = _script_json({"name": EVIL})
+    assert "</script>" not in raw and "<" not in raw and "\\u003c/script\\u003e" in raw
+    assert "</script>" not in pio.to_json(go.Figure(go.Scatter(x=[1], y=[1], name=EVIL)))
 
 
 def test_missing_fits_are_announced_and_no_url_leaks() -> None:

@@ -77,3 +77,42 @@ def test_efficiency_as_log_c_mid_puts_faster_up() -> None:
         0.2
     )
     assert "C_mid" in fig.layout.yaxis.title.text
+
+
+def test_labels_never_overlap_each_other_markers_or_quadrant_labels() -> None:
+    import itertools
+
+    from scalerl.harness.report.knobmap import _label_box, _overlaps, _quadrant_boxes, label_positions
+
+    # Twelve knobs crowded near the origin (a lab's typical sweep: most knobs do little).
+    rng = np.random.default_rng(3)
+    x = rng.normal(0.0, 0.004, 12)
+    y = rng.normal(0.0, 0.03, 12)
+    names = [f"loo-knob-{i:02d}" for i in range(12)]
+    x_range, y_range = (-0.05, 0.05), (-0.2, 0.2)
+    obstacles = _quadrant_boxes(0.02, x_range, y_range)
+    spots, boxes = label_positions(x, y, names, x_range, y_range, obstacles=obstacles)
+    placed = [b for b in boxes if b is not None]
+    assert [s is None for s in spots] == [b is None for b in boxes]
+    assert 3 <= len(placed) < 12  # some fit, and the rest are left to the hover, not piled up
+    for a, b in itertools.combinations(placed, 2):
+        assert not _overlaps(a, b)
+    for b in placed:
+        assert not any(_overlaps(b, o) for o in obstacles)
+    # Far apart, every name sits above its marker.
+    far_spots, _ = label_positions(np.array([-0.04, 0.0, 0.04]), np.array([-0.1, 0.0, 0.1]), names[:3],
+                                   x_range, y_range)  # fmt: skip
+    assert far_spots == ["top center"] * 3
+    box = _label_box("middle right", 100.0, 50.0, 70.0, 15.0)
+    assert box[0] > 100.0 and box[1] < 50.0 < box[3]
+    # The figure: a hidden name is left to the hover and counted in the subtitle.
+    frame = verdicts_frame()
+    crowd = frame.loc[[0] * 12].reset_index(drop=True)
+    crowd["variant"] = names
+    crowd["d_a"] = x
+    crowd["d_a_lo"], crowd["d_a_hi"] = x - 0.002, x + 0.002
+    crowd["d_b"], crowd["d_b_lo"], crowd["d_b_hi"] = y, y - 0.01, y + 0.01
+    fig = knob_map_figure(crowd)
+    shown = [t for tr in fig.data for t in (tr.text or ()) if t]
+    assert 0 < len(shown) < 12
+    assert f"{12 - len(shown)} name(s) left to the hover" in fig.layout.title.subtitle.text

@@ -1,19 +1,25 @@
 """Fitting and checking forecast intervals: split-conformal quantiles, horizon growth, coverage.
 
-A forecast's interval is ``value +- q(level) * u`` (:meth:`.ensemble.PointForecast.unit`); the
-unit ``u`` grows with the log of the compute ratio ``r = C / C_last`` and with the forecast's
-own movement, by two constants this module chooses. :func:`fit_calibration` takes backtested
-point forecasts with the observations they should have covered and returns the
-:class:`.intervals.IntervalCalibration`: for every candidate (log-horizon slope, movement
-weight) the quantiles of ``|error| / u`` (every forecast weighing the same), then the candidate
-whose coverage is most even across horizon buckets and groups (sources): by default the worst
-``|coverage - level|`` over levels x buckets x groups is the criterion, so a calibration cannot
-trade an under-covered long horizon or source for an over-covered one. One group unlike the
-rest (on the real curves, verl's train reward, still at 0.01 when a forecast is made and at 0.5
-later) then steers everything: no candidate covers it, and the widest one over-covers every
-other group. The ``trimmed`` objectives leave out the group with the largest worst gap, and
-``mean`` averages the gaps; :func:`fit_calibrations` fits every objective in one pass, so a
-bench can choose the objective on sources it does not score (``bench/forecast_sweep.py``).
+The benchmarks' tool (bench/forecast_sweep.py fits the calibrations the library ships with it,
+bench/search/calibrations.py the held-out ones); the library only reads the fitted constants
+(:mod:`scalerl.harness.analysis.forecast.calibrations`).
+
+A forecast's interval is ``value +- q(level) * u``
+(:meth:`scalerl.harness.analysis.forecast.ensemble.PointForecast.unit`); the unit ``u`` grows
+with the log of the compute ratio ``r = C / C_last`` and with the forecast's own movement, by two
+constants this module chooses. :func:`fit_calibration` takes backtested point forecasts with the
+observations they should have covered and returns the
+:class:`scalerl.harness.analysis.forecast.intervals.IntervalCalibration`: for every candidate
+(log-horizon slope, movement weight) the quantiles of ``|error| / u`` (every forecast weighing
+the same), then the candidate whose coverage is most even across horizon buckets and groups
+(sources): by default the worst ``|coverage - level|`` over levels x buckets x groups is the
+criterion, so a calibration cannot trade an under-covered long horizon or source for an
+over-covered one. One group unlike the rest (on the real curves, verl's train reward, still at
+0.01 when a forecast is made and at 0.5 later) then steers everything: no candidate covers it,
+and the widest one over-covers every other group. The ``trimmed`` objectives leave out the group
+with the largest worst gap, and ``mean`` averages the gaps; :func:`fit_calibrations` fits every
+objective in one pass, so a bench can choose the objective on sources it does not score
+(``bench/forecast_sweep.py``).
 
 Fit it on curves other than those it is scored on: ``bench/forecast_sweep.py`` fits it with one
 source left out and scores that source (bench/README.md, "Forecasts from the whole sweep").
@@ -30,12 +36,16 @@ import numpy as np
 
 from scalerl.harness.analysis.fit.curve import FloatArray
 from scalerl.harness.analysis.forecast.ensemble import PointForecast
-from scalerl.harness.analysis.forecast.intervals import CALIBRATED_LEVELS, IntervalCalibration, UnitTerms
+from scalerl.harness.analysis.forecast.intervals import (
+    CALIBRATED_LEVELS,
+    HORIZON_EDGES,
+    IntervalCalibration,
+    UnitTerms,
+)
 from scalerl.harness.errors import ConfigError
 
 # Compute-ratio buckets (C / the last fitted compute) in which coverage is checked: 1-2x, 2-4x,
 # 4-10x, 10-30x; a ratio past the last edge falls in the last bucket.
-HORIZON_EDGES = (1.0, 2.0, 4.0, 10.0, 30.0)
 CHECK_LEVELS = (0.5, 0.8, 0.9)
 LOG_SLOPES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 MOVE_WEIGHTS = (0.0, 0.5, 1.0)

@@ -1,0 +1,577 @@
+"""One sweep as the live view holds it: every point (for fitting), a downsampled copy (for
+drawing), the run rows, and a change counter that lets a page fetch only what moved.
+
+:class:`SweepLive` is built once per (sweep, metric, axis) from one bulk read
+(:func:`scalerl.db.queries.curves`, the store's fast path) and then kept current by
+:meth:`SweepLive.refresh`, which costs in proportion to what changed:
+
+- the run rows (one small select, no configs; a run's config is read once, when it first
+  appears) are diffed against the last ones; a changed row gets the next ``seq``;
+- the runs that can still move (running, or whose row just changed) get their points past the
+  last step seen (:func:`scalerl.db.live.points_after`: one index range per run); a run whose
+  attempt changed is read again whole (a resumed attempt may have replaced its tail);
+- new points are appended to the run's arrays and, raw, to its drawn copy, which is
+  downsampled again (:func:`scalerl.harness.report.downsample.display_indices`, for drawing
+  only) once it holds twice its share of the drawing budget.
+
+A page asks for :meth:`SweepLive.changes` since the ``seq`` it has: the rows changed after it,
+each run's drawn points appended after it (or the whole drawn curve, ``reset``, when it was
+redrawn), and the fit when a newer one is ready. Fits (``scalerl fit``'s, through
+:func:`scalerl.harness.report.build.compute_fits`, on every point) run in a worker process
+(:mod:`scalerl.harness.ui.fitting`) only when the points changed (``data_version``), one at a
+time, and never more often than the last fit took, so a lab-scale sweep never keeps a core
+busy fitting. Until the first fit lands, the fits and verdicts ``scalerl fit`` stored are shown.
+
+Thread safety: every method takes the object's lock; the refit runs outside it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from scalerl.db import live as store_live
+from scalerl.db.redaction import scrub
+from scalerl.harness.ui.safety import redact_config
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    import pandas as pd
+
+    from scalerl.db.store import Store
+
+log = logging.getLogger(__name__)
+
+# Points drawn for a whole sweep, shared by its runs (each gets at least MIN and at most MAX).
+DRAW_BUDGET = 40_000
+DRAW_MIN, DRAW_MAX = 16, 400
+# Row fields whose change a page must see (the rest never change for a run id).
+_WATCHED = (
+    "status",
+    "attempts",
+    "executor",
+    "job_id",
+    "host",
+    "started_at",
+    "ended_at",
+    "error",
+    "provenance",
+)
+_ACTIVE = frozenset({"running"})
+_NONFINITE = {"nan": math.nan, "+inf": math.inf, "-inf": -math.inf}
+AXES: tuple[str, ...] = ("gpu_hours", "flops", "tokens", "samples", "step")
+
+
+def iso(value: Any) -> str | None:
+    """A time as ISO 8601 text (the store keeps UTC), None for none."""
+    if value is None or value != value:
+        return None
+    return str(value.isoformat()) if hasattr(value, "isoformat") else str(value)
+
+
+def floats(values: Any) -> list[float | None]:
+    """Numbers for JSON: 6 significant digits, non-finite as None (JSON has no NaN)."""
+    arr = np.asarray(values, dtype=float)
+    return [float(f"{v:.6g}") if math.isfinite(v) else None for v in arr.tolist()]
+
+
+@dataclass
+class _Run:
+    """One run's points on the view's metric and axis, and what a page has been sent of them."""
+
+    row: dict[str, Any]
+    row_seq: int
+    step: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    x: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    y: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    n: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    drawn_x: list[float | None] = field(default_factory=list)
+    drawn_y: list[float | None] = field(default_factory=list)
+    # (seq, index in drawn_*) each time points were appended; reset_seq: when drawn_* was rebuilt.
+    marks: list[tuple[int, int]] = field(default_factory=list)
+    reset_seq: int = 0
+
+    @property
+    def last_step(self) -> int:
+        return int(self.step[-1]) if self.step.size else -1
+
+
+@dataclass
+class FitState:
+    """The fit a page shows: ``source`` ``stored`` (``scalerl fit``'s rows), ``live`` (fitted
+    here on every point) or ``none``; ``running`` while a refit is under way."""
+
+    source: str = "none"
+    seq: int = 0
+    data_version: int = -1
+    axis: str | None = None
+    fits: list[dict[str, Any]] = field(default_factory=list)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    knob_map: dict[str, Any] | None = None
+    bands: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    fitted_at: str | None = None
+    points: int = 0
+    seconds: float | None = None
+    running: bool = False
+    running_since: str | None = None
+
+
+class SweepLive:
+    """A sweep's live state on one metric and axis (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        *,
+        metric: str,
+        axis: str,
+        spec: dict[str, Any],
+        fitter: Callable[..., Future[Any]] | None = None,
+        n_boot: int = 200,
+        min_refresh_s: float = 1.0,
+    ) -> None:
+        self.store, self.name, self.metric, self.axis, self.spec = store, name, metric, axis, spec
+        self._fitter = fitter
+        self.n_boot = n_boot
+        self.min_refresh_s = min_refresh_s
+        self._lock = threading.RLock()
+        self.seq = 1
+        self.data_version = 0
+        self.runs: dict[str, _Run] = {}
+        self.configs: dict[str, dict[str, Any]] = {}
+        self.fit = FitState()
+        self.notes: list[str] = []
+        self.refreshed_at = 0.0
+        self._fit_started = 0.0
+        self._last_fit_s = 0.0
+        self._snapshot: tuple[tuple[int, int, bool], bytes] | None = None
+        self._load()
+
+    # ------------------------------------------------------------------ loading
+    def _draw_cap(self) -> int:
+        share = DRAW_BUDGET // max(len(self.runs), 1)
+        return int(min(DRAW_MAX, max(DRAW_MIN, share)))
+
+    def _load(self) -> None:
+        from scalerl.db import queries
+
+        rows = store_live.run_rows(self.store, self.name)
+        self.runs = {r["run_id"]: _Run(row=r, row_seq=self.seq) for r in rows}
+        self.configs = store_live.run_configs(self.store, list(self.runs))
+        frame = queries.curves(self.store, self.name, metric=self.metric)
+        if not frame.empty and self.axis != "step" and frame[self.axis].isna().all():
+            filled = [a for a in AXES if a == "step" or frame[a].notna().any()]
+            self.notes.append(f"no point carries the {self.axis!r} axis: drawn against {filled[0]!r}")
+            self.axis = filled[0]
+        if not frame.empty:
+            codes = frame["run_id"].cat.codes.to_numpy()
+            cuts = np.flatnonzero(np.diff(codes)) + 1
+            starts = np.concatenate([[0], cuts])
+            ends = np.concatenate([cuts, [len(codes)]])
+            names = frame["run_id"].cat.categories
+            step = frame["step"].to_numpy(dtype=np.int64)
+            x = step.astype(float) if self.axis == "step" else frame[self.axis].to_numpy(dtype=float)
+            y = frame["value"].to_numpy(dtype=float)
+            n = frame["n"].to_numpy(dtype=float)
+            for s, e in zip(starts, ends, strict=True):
+                run = self.runs.get(str(names[codes[s]]))
+                if run is not None:
+                    run.step, run.x, run.y, run.n = step[s:e], x[s:e], y[s:e], n[s:e]
+        cap = self._draw_cap()
+        for run in self.runs.values():
+            self._redraw(run, cap)
+        self._stored_fit()
+        self.data_version = 1
+        self.refreshed_at = time.monotonic()
+
+    def _stored_fit(self) -> None:
+        """The fits and verdicts ``scalerl fit`` stored for this metric and axis, if any."""
+        from scalerl.db import queries
+
+        fits = queries.fits(self.store, self.name, metric=self.metric, axis=self.axis)
+        verdicts = queries.verdicts(self.store, self.name, metric=self.metric, axis=self.axis)
+        if fits.empty and verdicts.empty:
+            return
+        self.fit = FitState(
+            source="stored",
+            seq=self.seq,
+            axis=self.axis,
+            fits=records(fits),
+            verdicts=records(verdicts),
+            knob_map=knob_map(verdicts) if not verdicts.empty else None,
+        )
+
+    def _redraw(self, run: _Run, cap: int) -> None:
+        from scalerl.harness.report.downsample import display_indices
+
+        if run.x.size > 1 and np.any(np.diff(run.x) < 0):  # display_indices wants x sorted
+            order = np.argsort(run.x, kind="stable")
+            keep = order[np.sort(display_indices(run.x[order], run.y[order], cap))]
+        else:
+            keep = display_indices(run.x, run.y, cap)
+        run.drawn_x, run.drawn_y = floats(run.x[keep]), floats(run.y[keep])
+        run.marks = []
+        run.reset_seq = self.seq
+
+    # ------------------------------------------------------------------ refreshing
+    def refresh(self, *, force: bool = False) -> bool:
+        """Bring the view up to date with the store (at most once per ``min_refresh_s`` unless
+        ``force``); True when something changed. Also starts a refit when the points changed."""
+        with self._lock:
+            if not force and time.monotonic() - self.refreshed_at < self.min_refresh_s:
+                self._maybe_refit()
+                return False
+            self.refreshed_at = time.monotonic()
+            changed = self._refresh()
+            self._maybe_refit()
+            return changed
+
+    def _refresh(self) -> bool:
+        rows = store_live.run_rows(self.store, self.name)
+        nxt = self.seq + 1
+        moved: dict[str, int] = {}  # run_id -> cursor to read from
+        new_ids = []
+        for row in rows:
+            rid = row["run_id"]
+            run = self.runs.get(rid)
+            if run is None:
+                self.runs[rid] = _Run(row=row, row_seq=nxt)
+                new_ids.append(rid)
+                moved[rid] = -1
+                continue
+            before = run.row
+            if any(before.get(k) != row.get(k) for k in _WATCHED):
+                run.row, run.row_seq = row, nxt
+                if before.get("attempts") != row.get("attempts"):
+                    moved[rid] = -1  # a new attempt may have replaced the tail: read it whole
+                else:
+                    moved.setdefault(rid, run.last_step)
+            if row["status"] in _ACTIVE:
+                moved.setdefault(rid, run.last_step)
+        gone = set(self.runs) - {r["run_id"] for r in rows}
+        for rid in gone:  # left the sweep (a store rewritten under us): drop it
+            del self.runs[rid]
+        if new_ids:
+            self.configs.update(store_live.run_configs(self.store, new_ids))
+        got = store_live.points_after(self.store, self.metric, moved) if moved else []
+        by_run: dict[str, list[tuple[Any, ...]]] = {}
+        for r in got:
+            by_run.setdefault(str(r[0]), []).append(r)
+        cap = self._draw_cap()
+        for rid, cursor in moved.items():
+            run = self.runs[rid]
+            pts = by_run.get(rid, [])
+            if cursor == -1:
+                had = run.step.size
+                run.step, run.x, run.y, run.n = self._columns(pts)
+                if had or pts:
+                    self.data_version += 1
+                self.seq = nxt  # _redraw stamps reset_seq with it
+                self._redraw(run, cap)
+            elif pts:
+                step, x, y, n = self._columns(pts)
+                run.step = np.concatenate([run.step, step])
+                run.x, run.y, run.n = (np.concatenate(p) for p in ((run.x, x), (run.y, y), (run.n, n)))
+                self.data_version += 1
+                if len(run.drawn_x) + len(x) > 2 * cap:
+                    self.seq = nxt
+                    self._redraw(run, cap)
+                else:
+                    run.marks.append((nxt, len(run.drawn_x)))
+                    run.drawn_x.extend(floats(x))
+                    run.drawn_y.extend(floats(y))
+        changed = bool(new_ids or gone or got) or any(r.row_seq == nxt for r in self.runs.values())
+        if changed:
+            self.seq = nxt
+        return changed
+
+    def _columns(self, pts: list[tuple[Any, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        cols = store_live.POINT_ROW_COLUMNS
+        if not pts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0)
+        step = np.array([r[1] for r in pts], dtype=np.int64)
+        value = np.array([_NONFINITE.get(r[3], math.nan) if r[2] is None else r[2] for r in pts], dtype=float)
+        if self.axis == "step":
+            x = step.astype(float)
+        else:
+            i = cols.index(self.axis)
+            x = np.array([math.nan if r[i] is None else r[i] for r in pts], dtype=float)
+        n = np.array([math.nan if r[-1] is None else r[-1] for r in pts], dtype=float)
+        return step, x, value, n
+
+    # ------------------------------------------------------------------ fitting
+    def frame(self) -> pd.DataFrame:
+        """Every point held, as a ``scalerl.db.queries.curves`` frame of the view's metric (the
+        view's axis filled, the other compute columns NaN): what a fit reads."""
+        import pandas as pd
+
+        from scalerl.db.queries import CURVE_COLUMNS
+
+        with self._lock:
+            runs = [(rid, r) for rid, r in sorted(self.runs.items()) if r.step.size]
+            sizes = np.array([r.step.size for _, r in runs], dtype=np.int64)
+            codes = np.repeat(np.arange(len(runs)), sizes)
+            cols: dict[str, Any] = {
+                "run_id": pd.Categorical.from_codes(codes, categories=pd.Index([rid for rid, _ in runs])),
+            }
+            for name in ("variant", "knob", "alternative"):
+                per_run = pd.Categorical([r.row.get(name) for _, r in runs])
+                cols[name] = pd.Categorical.from_codes(per_run.codes[codes], categories=per_run.categories)
+            cols["seed"] = np.repeat(np.array([int(r.row["seed"]) for _, r in runs], dtype=np.int64), sizes)
+            cols["step"] = np.concatenate([r.step for _, r in runs]) if runs else np.zeros(0, np.int64)
+            cols["metric"] = pd.Categorical.from_codes(
+                np.zeros(len(codes), dtype=np.int8), categories=pd.Index([self.metric])
+            )
+            cols["value"] = np.concatenate([r.y for _, r in runs]) if runs else np.zeros(0)
+            cols["n"] = np.concatenate([r.n for _, r in runs]) if runs else np.zeros(0)
+            x = np.concatenate([r.x for _, r in runs]) if runs else np.zeros(0)
+        for unit in ("gpu_hours", "flops", "tokens", "samples", "wall_s"):
+            cols[unit] = x if unit == self.axis else np.full(len(codes), np.nan)
+        return pd.DataFrame(cols, columns=list(CURVE_COLUMNS))
+
+    def _maybe_refit(self) -> None:
+        if self._fitter is None or self.fit.running or self.fit.data_version == self.data_version:
+            return
+        if not any(r.step.size for r in self.runs.values()):
+            return
+        # Never more often than the last fit took: a fit of a lab-scale sweep takes minutes.
+        if time.monotonic() - self._fit_started < max(2.0, self._last_fit_s):
+            return
+        version = self.data_version
+        frame = self.frame()
+        self.fit.running = True
+        self.fit.running_since = iso(datetime.now(UTC))
+        self._fit_started = time.monotonic()
+        future = self._fitter(
+            frame, sweep=self.name, spec=self.spec, metric=self.metric, axis=self.axis, n_boot=self.n_boot
+        )
+        future.add_done_callback(lambda f: self._fitted(f, version, len(frame)))
+
+    def _fitted(self, future: Future[Any], version: int, points: int) -> None:
+        seconds = time.monotonic() - self._fit_started
+        with self._lock:
+            self._last_fit_s = seconds
+            try:
+                got: dict[str, Any] = future.result()
+            except Exception as err:  # AnalysisError (too few points), a crashed worker: say so
+                message = scrub(str(err))
+                state = FitState(
+                    source=self.fit.source,
+                    axis=self.fit.axis,
+                    fits=self.fit.fits,
+                    verdicts=self.fit.verdicts,
+                    notes=self.fit.notes,
+                    knob_map=self.fit.knob_map,
+                    bands=self.fit.bands,
+                    error=message,
+                    fitted_at=self.fit.fitted_at,
+                    points=self.fit.points,
+                    seconds=seconds,
+                )
+            else:
+                state = FitState(
+                    source="live",
+                    axis=got["axis"],
+                    fits=got["fits"],
+                    verdicts=got["verdicts"],
+                    notes=[scrub(n) for n in got["notes"]],
+                    knob_map=got["knob_map"],
+                    bands=got["bands"],
+                    fitted_at=iso(datetime.now(UTC)),
+                    points=points,
+                    seconds=seconds,
+                )
+            self.seq += 1
+            state.seq, state.data_version = self.seq, version
+            self.fit = state
+        log.debug("sweep %s: fit of data version %d took %.1f s", self.name, version, seconds)
+
+    # ------------------------------------------------------------------ what a page reads
+    def run_summary(self, run: _Run) -> dict[str, Any]:
+        """One runs-table row: the run's state, last value and compute, code and source."""
+        from scalerl.harness.execution.provenance import short
+
+        row = run.row
+        config = self.configs.get(row["run_id"]) or {}
+        imported = config.get("imported_from")
+        if imported:
+            source = "import: " + ", ".join(map(str, imported if isinstance(imported, list) else [imported]))
+        else:
+            source = " ".join(str(v) for v in (row.get("executor"), row.get("job_id")) if v) or "-"
+        last = run.y.size - 1
+        prov = row.get("provenance")
+        return {
+            "run_id": row["run_id"],
+            "variant": row["variant"],
+            "knob": row.get("knob"),
+            "alternative": row.get("alternative"),
+            "seed": row["seed"],
+            "status": row["status"],
+            "attempts": row["attempts"],
+            "points": int(run.step.size),
+            "last_step": run.last_step if run.step.size else None,
+            "value": floats([run.y[last]])[0] if last >= 0 else None,
+            "compute": floats([run.x[last]])[0] if last >= 0 else None,
+            "code": short(prov if isinstance(prov, dict) else None),
+            "source": scrub(source),
+            "source_status": scrub(str(config["source_status"]))
+            if config.get("source_status") is not None
+            else None,
+            "error": scrub(str(row["error"]))[:2000] if row.get("error") else None,
+            "started_at": iso(row.get("started_at")),
+            "ended_at": iso(row.get("ended_at")),
+        }
+
+    def _fit_json(self) -> dict[str, Any]:
+        f = self.fit
+        return {
+            "source": f.source,
+            "axis": f.axis,
+            "fits": f.fits,
+            "verdicts": f.verdicts,
+            "notes": f.notes,
+            "knob_map": f.knob_map,
+            "bands": f.bands,
+            "error": f.error,
+            "fitted_at": f.fitted_at,
+            "points": f.points,
+            "seconds": f.seconds,
+            "running": f.running,
+            "running_since": f.running_since,
+            "stale": f.data_version != self.data_version,
+        }
+
+    def _counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.runs.values():
+            out[str(r.row["status"])] = out.get(str(r.row["status"]), 0) + 1
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a sweep page draws on opening (drawn points, not every point)."""
+        with self._lock:
+            return {
+                "sweep": self.name,
+                "metric": self.metric,
+                "axis": self.axis,
+                "seq": self.seq,
+                "design": self.spec.get("design"),
+                "notes": list(self.notes),
+                "counts": self._counts(),
+                "points": sum(int(r.step.size) for r in self.runs.values()),
+                "runs": [self.run_summary(r) for r in self.runs.values()],
+                "curves": [
+                    {"run_id": rid, "x": r.drawn_x, "y": r.drawn_y, "reset": True}
+                    for rid, r in self.runs.items()
+                    if r.drawn_x
+                ],
+                "fit": self._fit_json(),
+            }
+
+    def snapshot_json(self) -> bytes:
+        """:meth:`snapshot` as JSON bytes, numbers in 6 significant digits (``1.23457e+13``, not
+        ``12345700000000.0``), kept until the next change: every page that opens the sweep
+        between two changes gets the same bytes without encoding them again."""
+        import json
+
+        with self._lock:
+            key = (self.seq, self.fit.seq, self.fit.running)
+            if self._snapshot is not None and self._snapshot[0] == key:
+                return self._snapshot[1]
+            data = self.snapshot()
+            curves = data.pop("curves")
+            head = json.dumps(data, separators=(",", ":"), allow_nan=False)
+            parts = [
+                f'{{"run_id":{json.dumps(c["run_id"])},"x":{_array(c["x"])},"y":{_array(c["y"])},"reset":true}}'
+                for c in curves
+            ]
+            body = (head[:-1] + ',"curves":[' + ",".join(parts) + "]}").encode()
+            self._snapshot = (key, body)
+            return body
+
+    def changes(self, since: int) -> dict[str, Any]:
+        """What changed after ``since`` (a ``seq`` an earlier answer gave): changed runs, drawn
+        points appended to each run (or its whole drawn curve, ``reset``), the fit if newer."""
+        with self._lock:
+            if since >= self.seq:
+                curves: list[dict[str, Any]] = []
+                rows: list[dict[str, Any]] = []
+            else:
+                rows = [self.run_summary(r) for r in self.runs.values() if r.row_seq > since]
+                listed = {row["run_id"] for row in rows}
+                curves = []
+                for rid, r in self.runs.items():
+                    if r.reset_seq > since:
+                        curves.append({"run_id": rid, "x": r.drawn_x, "y": r.drawn_y, "reset": True})
+                        continue
+                    i = bisect.bisect_right([s for s, _ in r.marks], since)
+                    if i < len(r.marks):
+                        at = r.marks[i][1]
+                        curves.append(
+                            {"run_id": rid, "x": r.drawn_x[at:], "y": r.drawn_y[at:], "reset": False}
+                        )
+                        if rid not in listed:
+                            rows.append(self.run_summary(r))  # its last value and point count moved
+            return {
+                "sweep": self.name,
+                "seq": self.seq,
+                "counts": self._counts(),
+                "points": sum(int(r.step.size) for r in self.runs.values()),
+                "runs": rows,
+                "curves": curves,
+                "fit": self._fit_json() if self.fit.seq > since or self.fit.running else None,
+            }
+
+    def config_of(self, run_id: str) -> dict[str, Any]:
+        with self._lock:
+            return redact_config(self.configs.get(run_id) or {})
+
+
+def _array(values: list[float | None]) -> str:
+    """A JSON array of numbers in 6 significant digits (None as null)."""
+    return "[" + ",".join("null" if v is None else f"{v:.6g}" for v in values) + "]"
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """DataFrame rows as JSON-ready dicts: NaN/inf -> None, numpy scalars -> Python, text scrubbed."""
+    out = []
+    for row in frame.to_dict("records"):
+        clean: dict[str, Any] = {}
+        for k, v in row.items():
+            if hasattr(v, "item") and callable(v.item):
+                v = v.item()
+            if isinstance(v, float) and not math.isfinite(v):
+                v = None
+            elif isinstance(v, str):
+                v = scrub(v)
+            elif v is not None and not isinstance(v, int | float | bool):
+                v = scrub(str(v))
+            clean[str(k)] = v
+        out.append(clean)
+    return out
+
+
+def knob_map(verdicts: pd.DataFrame) -> dict[str, Any]:
+    """The report's knob map (:func:`scalerl.harness.report.figures.knob_map_figure`) as Plotly JSON."""
+    import json
+
+    import plotly.io as pio
+
+    from scalerl.harness.report.figures import knob_map_figure
+
+    fig = knob_map_figure(verdicts)
+    parsed: dict[str, Any] = json.loads(pio.to_json(fig, validate=False, engine="json"))
+    return parsed

@@ -1,0 +1,150 @@
+"""The live view's server without a browser: who may connect, what it never shows, and that a
+refresh reads only what moved (a real SQLite store; the app through Starlette's test client)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from scalerl import db
+from scalerl.db import RunRecord
+from scalerl.db import live as store_live
+from scalerl.harness.errors import ConfigError
+from scalerl.harness.ui.app import Viewer, create_app
+from scalerl.harness.ui.live import SweepLive
+from scalerl.harness.ui.safety import TOKEN_ENV, Access, check_bind, is_local, redact_config
+
+METRIC = "val/pass_rate"
+SECRET = "hunter2-secret"
+
+
+def _store(tmp_path: Path) -> tuple[str, Any]:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = db.open_store(url)
+    store.ensure_sweep("s", {"design": "loo", "fit": {"metric": METRIC, "axis": "step"}})
+    config = {"db_url": f"postgresql://u:{SECRET}@h/db", "wandb": {"api_key": SECRET}, "lr": 1e-3}
+    for i, (variant, knob) in enumerate((("baseline", None), ("loo-dapo", "loss"))):
+        store.register_run(RunRecord(f"r{i}", "s", variant, 0, config, f"h{i}", knob=knob))
+    return url, store
+
+
+def _write(store: Any, run_id: str, steps: range, attempt: int | None = None) -> int:
+    attempt = attempt or store.start_attempt(run_id, executor="local")
+    writer = store.writer(run_id, attempt)
+    for s in steps:
+        writer.add(s, {METRIC: 0.1 + 0.01 * s}, {"flops": 1e12 * (s + 1)})
+    writer.close()
+    return attempt
+
+
+def test_bind_rule() -> None:
+    for host in ("127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"):
+        assert is_local(host) and check_bind(host, env={}).token is None
+    with pytest.raises(ConfigError, match=TOKEN_ENV) as err:
+        check_bind("0.0.0.0", env={})
+    assert "--new-token" in str(err.value)
+    with pytest.raises(ConfigError, match="too short"):
+        check_bind("0.0.0.0", env={TOKEN_ENV: "short"})
+    assert check_bind("0.0.0.0", env={TOKEN_ENV: "x" * 20}).token == "x" * 20
+    made = check_bind("10.1.2.3", new_token=True, env={})
+    assert made.generated and made.token is not None and len(made.token) >= 24
+
+
+def test_config_redaction() -> None:
+    shown = redact_config(
+        {
+            "db_url": f"postgresql://u:{SECRET}@h/db",
+            "nested": [{"password": SECRET}],
+            "token": SECRET,
+            "max_tokens": 12,
+        }
+    )
+    assert SECRET not in str(shown)
+    assert shown["max_tokens"] == 12 and shown["token"] == "***"
+
+
+def test_guard_token_host_and_read_only(tmp_path: Path) -> None:
+    url, _ = _store(tmp_path)
+    viewer = Viewer(url, fits=False)
+    local = TestClient(create_app(viewer, Access("127.0.0.1", None)), base_url="http://127.0.0.1:8765")
+    ok = local.get("/api/sweeps")
+    assert ok.status_code == 200 and [s["name"] for s in ok.json()["sweeps"]] == ["s"]
+    assert "script-src 'self'" in ok.headers["content-security-policy"]
+    assert local.post("/api/sweeps").status_code == 405  # no write path
+    assert local.get("/api/sweeps", headers={"host": "evil.example"}).status_code == 421  # DNS rebinding
+    token = "t" * 24
+    remote = TestClient(create_app(viewer, Access("0.0.0.0", token)), base_url="http://10.0.0.5:8765")
+    denied = remote.get("/api/sweeps")
+    assert denied.status_code == 401 and "token" in denied.text
+    assert remote.get("/api/sweeps", headers={"authorization": "Bearer wrong"}).status_code == 401
+    assert remote.get("/api/sweeps", headers={"authorization": f"Bearer {token}"}).status_code == 200
+    first = remote.get(f"/sweep?name=s&token={token}", follow_redirects=False)
+    assert first.status_code == 303 and first.headers["location"] == "/sweep?name=s"
+    assert "HttpOnly" in first.headers["set-cookie"] and "SameSite=Strict" in first.headers["set-cookie"]
+    assert remote.get("/api/sweeps").status_code == 200  # the cookie it set
+    js = local.get("/static/plotly.min.js")
+    assert js.status_code == 200 and len(js.content) > 1_000_000  # served from the plotly package
+    assert local.get("/static/../app.py").status_code == 404
+
+
+def test_no_secret_in_any_answer(tmp_path: Path) -> None:
+    url, store = _store(tmp_path)
+    attempt = _write(store, "r0", range(5))
+    store.finish_run(
+        "r0", attempt, "failed", error=f"connect postgresql://u:{SECRET}@h/db failed password={SECRET}"
+    )
+    client = TestClient(
+        create_app(Viewer(url, fits=False), Access("127.0.0.1", None)), base_url="http://127.0.0.1:8765"
+    )
+    for path in ("/api/info", "/api/sweeps", "/api/sweep?name=s&since=0", "/api/run?id=r0", "/api/run?id=r1"):
+        got = client.get(path)
+        assert got.status_code == 200, path
+        assert SECRET not in got.text, path
+    run = client.get("/api/run?id=r0").json()
+    assert run["config"]["wandb"]["api_key"] == "***" and run["config"]["lr"] == 1e-3
+    assert run["error"].startswith("connect postgresql://u:***@h/db")
+    assert client.get("/api/run?id=nope").status_code == 404
+    assert client.get("/api/sweep?name=nope&since=0").status_code == 404
+
+
+def test_refresh_reads_only_what_moved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url, store = _store(tmp_path)
+    _write(store, "r0", range(10))
+    a1 = _write(store, "r1", range(4))
+    store.finish_run("r0", store.get_run("r0").attempts, "completed")
+    reader = db.open_store(url, create=False, readonly=True)
+    view = SweepLive(reader, "s", metric=METRIC, axis="step", spec={}, min_refresh_s=0.0)
+    first = view.snapshot()
+    assert {c["run_id"]: len(c["x"]) for c in first["curves"]} == {"r0": 10, "r1": 4}
+    asked: list[dict[str, int]] = []
+    real = store_live.points_after
+
+    def spy(store: Any, metric: str, cursors: dict[str, int]) -> Any:
+        asked.append(dict(cursors))
+        return real(store, metric, cursors)
+
+    monkeypatch.setattr(store_live, "points_after", spy)
+    assert view.refresh() is False  # nothing moved: one read of the run rows, nothing sent
+    assert asked == [{"r1": 3}]  # only the running run, from its last step
+    assert view.changes(first["seq"]) == {**view.changes(first["seq"]), "runs": [], "curves": []}
+    _write(store, "r1", range(4, 7), attempt=a1)
+    assert view.refresh() is True
+    assert asked[-1] == {"r1": 3}
+    got = view.changes(first["seq"])
+    assert [(c["run_id"], c["x"], c["reset"]) for c in got["curves"]] == [("r1", [4.0, 5.0, 6.0], False)]
+    assert [r["run_id"] for r in got["runs"]] == ["r1"] and got["runs"][0]["points"] == 7
+    later = view.changes(got["seq"])
+    assert later["curves"] == [] and later["runs"] == []
+    # A new attempt that resumes from step 2 replaces the tail: the run is read again, whole.
+    a2 = store.start_attempt("r1", executor="local", resume_step=2)
+    _write(store, "r1", range(3, 5), attempt=a2)
+    view.refresh()
+    assert asked[-1] == {"r1": -1}
+    again = view.changes(got["seq"])
+    assert [(c["run_id"], c["x"], c["reset"]) for c in again["curves"]] == [
+        ("r1", [0.0, 1.0, 2.0, 3.0, 4.0], True)
+    ]
+    assert view.frame()["step"].tolist() == [*range(10), *range(5)]

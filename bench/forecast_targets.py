@@ -66,7 +66,19 @@ from bench.conformal import (
     fit_calibration,
 )
 from bench.data import SHORT, SOURCES, load_real
-from bench.forecast_sweep import Case, cases, choose_objective, fmt, inner_gaps, loo_smooth, sweeps_of
+from bench.forecast_sweep import (
+    OWN_WEIGHTS,
+    Case,
+    cases,
+    choose_objective,
+    fmt,
+    inner_gaps,
+    loo_smooth,
+    shipped,
+    sweep_sets,
+    sweeps_of,
+)
+from bench.forecast_sweep import SWEEP_GRID as SWEEP_GRID_FS
 from scalerl.harness.analysis.fit.curve import sigmoid_curve
 from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.forecast.ensemble import (
@@ -98,15 +110,9 @@ SWEEP_GRID = (
 )
 BEFORE = SweepSettings(kappa=0.5, conflict_level=1.0, validation="siblings", spread="mad")
 MODES = ("same", "finished")
-# The calibration grids (bench/forecast_sweep.py's): the single-curve forecast's own-error term,
-# the sweep forecast's log-horizon, movement, sibling-error and own-error terms.
-SINGLE_GRID: dict[str, Sequence[float]] = {"own_weights": (0.0, 0.5, 1.0, 2.0)}
-SWEEP_CAL_GRID: dict[str, Sequence[float]] = {
-    "horizon_slopes": (0.0,),
-    "trend_weights": (0.0,),
-    "sibling_weights": (0.0, 0.5, 1.0, 2.0),
-    "own_weights": (0.0, 0.5, 1.0, 2.0),
-}
+# The calibration grids of bench/forecast_sweep.py (the procedures of the shipped files).
+SINGLE_GRID: dict[str, Sequence[float]] = {"own_weights": OWN_WEIGHTS}
+SWEEP_CAL_GRID: dict[str, Sequence[float]] = SWEEP_GRID_FS
 
 
 # The synthetic guard (known truth, written before any real-curve score): every SweepSettings
@@ -352,6 +358,11 @@ def coverage_rows(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="4 ensemble candidates, 2 sweep settings")
+    ap.add_argument(
+        "--write-calibrations",
+        action="store_true",
+        help="replace the library's default/sweep/finished_sweep calibration files with the all-source refit",
+    )
     args = ap.parse_args()
     global _quick
     _quick = args.quick
@@ -611,24 +622,14 @@ def main() -> None:
             for m in MODES
         ),
     )
-    cal, obj = calibrate(single[st], cs, [str(v) for v in src], SINGLE_GRID)
-    cal_same, obj_same, cal_fin, obj_fin = sweep_calibrations(sweep, sw, cs, src, None)
-    print(
-        f"\nchosen on all four sources: EnsembleSettings({ens_label(st)}); SweepSettings({sweep_label(sw)})"
-    )
-    for name, c, o in (
-        ("DEFAULT_CALIBRATION", cal, obj),
-        ("SWEEP_CALIBRATION", cal_same, obj_same),
-        ("FINISHED_SWEEP_CALIBRATION", cal_fin, obj_fin),
-    ):
-        print(
-            f"{name} ({o}): quantiles={tuple(round(q, 3) for q in c.quantiles)}, "
-            f"horizon_slope={c.horizon_slope}, log_horizon_slope={c.log_horizon_slope}, "
-            f"move_weight={c.move_weight}, trend_weight={c.trend_weight}, "
-            f"sibling_weight={c.sibling_weight}, own_weight={c.own_weight}"
-        )
+    print(f"\nchosen on all four sources: EnsembleSettings({ens_label(st)}); SweepSettings({sweep_label(sw)})")
     if st != DEFAULT_ENSEMBLE or sw != DEFAULT_SWEEP:
         print("NOTE: the library's DEFAULT_ENSEMBLE / DEFAULT_SWEEP differ from these; update them.")
+    # The shipped calibrations, fitted on all four sources by bench/forecast_sweep.py's procedure
+    # (the one scored held out above) for the library's defaults.
+    if (DEFAULT_SWEEP, MODES[0]) in sweep and DEFAULT_ENSEMBLE in single:
+        sets = sweep_sets(cs, sweep[(DEFAULT_SWEEP, "same")], sweep[(DEFAULT_SWEEP, "finished")])
+        shipped(curves, cs, single[DEFAULT_ENSEMBLE], sets, args.write_calibrations)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
 
 

@@ -622,7 +622,8 @@ def main() -> None:
             for m in MODES
         ),
     )
-    print(f"\nchosen on all four sources: EnsembleSettings({ens_label(st)}); SweepSettings({sweep_label(sw)})")
+    chosen = f"EnsembleSettings({ens_label(st)}); SweepSettings({sweep_label(sw)})"
+    print(f"\nchosen on all four sources: {chosen}")
     if st != DEFAULT_ENSEMBLE or sw != DEFAULT_SWEEP:
         print("NOTE: the library's DEFAULT_ENSEMBLE / DEFAULT_SWEEP differ from these; update them.")
     # The shipped calibrations, fitted on all four sources by bench/forecast_sweep.py's procedure

@@ -170,3 +170,17 @@ def test_cli_forecast_gives_every_model_size_its_own_ceiling(
         assert abs(got - value) < 0.04, (variant, got, value)  # measured 0.003-0.021
     ceilings = [rows[f"size{k}"]["forecasts"][0]["value"] for k in range(4)]
     assert np.all(np.diff(ceilings) > 0.1)  # four distinct ceilings, in order
+
+
+def test_the_pruners_forecaster_treats_a_refused_prior_as_none() -> None:
+    """A forecast pruner asks its forecaster for sweep forecasts and falls back to the single-curve
+    one (with its own calibration) on None: a run whose siblings the check refuses gets None, not
+    a single-curve forecast that would be given the sweep forecast's interval."""
+    from scalerl.harness.optuna import EnsembleForecaster
+
+    runs = _runs(200, (NULL,) * 5 + (MOVER,))
+    tr = np.less_equal(X, 500.0)
+    curves = [(runs[5][0][tr], runs[5][1][tr]), (runs[0][0][tr], runs[0][1][tr])]
+    sibs = [runs[:5], runs[1:5]]
+    got = EnsembleForecaster().sweep(curves, [X[~tr]] * 2, sibs)
+    assert got[0] is None and got[1] is not None and "sweep" in got[1].names

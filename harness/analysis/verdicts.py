@@ -6,7 +6,7 @@ metric, same compute axis) by intervals at the sweep's level (``VerdictOptions.l
 
 1. **Noise and seeds.** Every point has its standard error (binomial where its sample count is
    known, else the curve's residual scatter). Every run is fitted on its own, with one R0 for the
-   whole sweep (:func:`shared_r0`: the runs' first evaluations, when they share a start).
+   whole sweep (:func:`shared_r0`: the runs' step-0 evaluations, else fitted).
    Each seed is judged (:mod:`scalerl.harness.analysis.collapse`): a diverged or collapsed seed is
    set aside and *named in the verdict*, which is judged on the remaining seeds; only when more
    than half of a variant's seeds fail is it ``unstable`` (a baseline that fails makes every
@@ -194,6 +194,7 @@ class SweepAnalysis:
     seeds: int = 1  # the fewest seeds of any variant (what the power statements assume)
     df: int = 0  # degrees of freedom of the pooled seed variance on A (seeds - groups)
     r0: float = _NAN  # the sweep's shared R0 (NaN: each fit has its own)
+    r0_source: str = ""  # where the shared R0 came from, in words
 
 
 _NORMAL = NormalDist()
@@ -364,33 +365,36 @@ def late_level(vc: VariantCurves, sigma: Sequence[FloatArray]) -> tuple[float, f
     return float(m.mean()), max(se_noise, se_seed)
 
 
-def shared_r0(curves: Sequence[Curve], opts: FitOptions) -> float | None:
-    """One R0 for the whole sweep, or None to leave each fit its own.
+def shared_r0(
+    curves: Sequence[Curve], opts: FitOptions, sigma: Sequence[ArrayLike | None] | None = None
+) -> tuple[float | None, str]:
+    """One R0 for the whole sweep and where it came from, or (None, '') to leave each fit its own.
 
-    A LOO sweep's runs start from one checkpoint, so their compute-0 evaluations measure one
-    number; estimating it per variant from three noisy points and holding it fixed turned R0
-    noise into efficiency "effects" (with no seed noise at all, 49% of null knobs were shapers;
-    with R0 shared, none). Shared only when every run starts at the same compute (a curve
-    imported from its 10th evaluation on has its own start), and never when the options fix or
-    fit R0 themselves: the mean over runs of each run's *first* value. Only the first: later
-    evaluations have already risen (at a budget that reaches the plateau, the second evaluation
-    of a fast curve can be 3/4 up its gain), and an R0 biased up bends every fit's A and B.
+    A LOO sweep's runs start from one checkpoint, so their starts measure one number; estimating
+    it per variant from a few noisy points and holding it fixed turned R0 noise into efficiency
+    "effects" (with no seed noise at all, 49% of null knobs were shapers; with R0 shared, none).
+    Under the default rule (:data:`scalerl.harness.analysis.curve.R0Rule`) that number is the
+    mean of every run's step-0 evaluations (points at compute <= 0) when every run has one, else
+    the median over the runs of each one's fitted R0 (fitted with A, B and C_mid; the median,
+    because a run that starts late pins its own start only roughly). Never the runs' first logged
+    values: a curve logged from its first training step has already risen there, and an R0
+    biased up bends every fit's A and B. None when the options fix R0 or take each run's first
+    values (``r0_rule="first"``, the paper's procedure).
     """
-    if opts.r0 is not None or opts.fit_r0 or not curves:
-        return None
-    starts, firsts = [], []
+    if opts.r0 is not None or opts.rule == "first" or not curves:
+        return None, ""
+    starts = []
     for c, v in curves:
         cc, vv = np.asarray(c, dtype=np.float64), np.asarray(v, dtype=np.float64)
-        keep = np.isfinite(cc) & np.isfinite(vv)
-        if not keep.any():
-            return None
-        order = np.argsort(cc[keep], kind="stable")
-        starts.append(float(cc[keep][order][0]))
-        firsts.append(float(vv[keep][order][0]))
-    lo, hi = min(starts), max(starts)
-    if hi - lo > 1e-9 * max(1.0, abs(hi)):
-        return None
-    return float(np.mean(firsts))
+        at0 = vv[np.isfinite(cc) & np.isfinite(vv) & (cc <= 0)]
+        starts.append(float(at0.mean()) if at0.size else _NAN)
+    if opts.rule == "auto" and all(math.isfinite(x) for x in starts):
+        return float(np.mean(starts)), "the runs' step-0 evaluations"
+    fits = fit_sigmoid_many(list(curves), options=replace(opts, r0_rule="fit"), sigma=sigma)
+    r0s = [f.r0 for f in fits if f.status in ("ok", "pre-inflection") and math.isfinite(f.r0)]
+    if not r0s:
+        return None, ""
+    return float(np.median(r0s)), f"fitted: the median of {len(r0s)} runs' own fits"
 
 
 @dataclass
@@ -676,9 +680,9 @@ def classify(
         sources[vc.variant] = kinds.pop() if len(kinds) == 1 else "mixed"
     # 1. One R0 for the sweep, then every seed's own fit (one batch, weighted by 1/SE^2).
     flat_curves = [c for vc in everyone for c in vc.curves]
-    r0 = shared_r0(flat_curves, opts)
-    fopts = opts if r0 is None else replace(opts, r0=r0)
     flat_sigma: list[ArrayLike | None] = [se for vc in everyone for se in sigma[vc.variant]]
+    r0, r0_source = shared_r0(flat_curves, opts, flat_sigma)
+    fopts = opts if r0 is None else replace(opts, r0=r0)
     flat_fits = fit_sigmoid_many(flat_curves, options=fopts, method=method, sigma=flat_sigma)
     run_fits: dict[str, SigmoidFit] = {}
     seeds: dict[str, _Seeds] = {}
@@ -1012,6 +1016,7 @@ def classify(
         seeds=min(len(vc.curves) for vc in everyone),
         df=pooled_a.df,
         r0=r0 if r0 is not None else _NAN,
+        r0_source=r0_source,
     )
 
 

@@ -294,7 +294,12 @@ def test_remaining_climb_is_zero_on_a_plateau_and_for_an_unusable_fit() -> None:
     x = np.linspace(1_000, 150_000, 40)
     y = sigmoid_curve(x, 0.2, 0.7, 1.5, 5000.0)
     fit = fit_sigmoid(x, y)
-    assert remaining_climb(fit, (x, y), float(x.max())) == pytest.approx(0.0, abs=2e-3)
+    # What the true curve still climbs past its last 20% of compute (~0.0035 here). R0 is fitted
+    # now, so the fit is the truth; with R0 the mean of the first 3 points (already risen) the
+    # fit's A sat low and this came out near 0.
+    late = x[x >= 0.8 * x.max()]
+    truth = 0.7 - float(np.mean(sigmoid_curve(late, 0.2, 0.7, 1.5, 5000.0)))
+    assert remaining_climb(fit, (x, y), float(x.max())) == pytest.approx(truth, abs=2e-4)
     assert remaining_climb(replace(fit, status="failed"), (x, y), float(x.max())) == 0.0
 
 

@@ -1,8 +1,8 @@
 """The verdict table, as a Plotly table (notebooks) or an HTML table that sorts and filters.
 
 Built from ``scalerl.db.queries.verdicts`` frames. Every verdict carries its numbers, so a reader can
-disagree: the table lists ΔA and ΔB with their intervals, the margin, the smallest detectable
-effects and the reason. In the HTML report each row's knob links to its panel, every header sorts
+disagree: the table lists how sure the rule is of each claim, ΔA, ΔB and Δlog C_mid with their
+intervals, the margin, the smallest detectable effects and the reason. In the HTML report each row's knob links to its panel, every header sorts
 (numbers as numbers), and the page's filter box and verdict menu hide rows (see
 :mod:`scalerl.harness.report.document`). The knob map lives in :mod:`scalerl.harness.report.knobmap`.
 """
@@ -20,9 +20,13 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 # Table columns: (header, how to render a row).
+# "P ceiling" / "P efficiency": how sure the rule is of each claim (1 - its false-discovery-adjusted
+# p-value over the sweep's knobs); "efficiency": "differs" when that claim is made (on a mover:
+# the knob is both), "same" when equivalence is shown.
 _TABLE_HEADERS: tuple[str, ...] = (
-    "knob", "variant", "alternative", "verdict", "ΔA", "ΔA interval", "ΔB", "ΔB interval",
-    "A base", "A variant", "margin", "MDE ΔA", "MDE ΔB", "reason",
+    "knob", "variant", "alternative", "verdict", "P ceiling", "P efficiency", "efficiency", "ΔA",
+    "ΔA interval", "ΔB", "ΔB interval", "Δlog C_mid interval", "A base", "A variant", "margin",
+    "MDE ΔA", "MDE ΔB", "reason",
 )  # fmt: skip
 
 
@@ -30,9 +34,11 @@ def _table_cells(row: pd.Series) -> list[str]:
     """One escaped cell string per header (numbers formatted, text HTML-escaped)."""
     return [
         esc(row.get("knob")), esc(row.get("variant")), esc(row.get("alternative")),
-        esc(row.get("verdict")), fmt(row.get("d_a")),
+        esc(row.get("verdict")), fmt(row.get("p_ceiling")), fmt(row.get("p_efficiency")),
+        esc(row.get("efficiency")), fmt(row.get("d_a")),
         fmt_interval(row.get("d_a_lo"), row.get("d_a_hi")), fmt(row.get("d_b")),
-        fmt_interval(row.get("d_b_lo"), row.get("d_b_hi")), fmt(row.get("a_base")),
+        fmt_interval(row.get("d_b_lo"), row.get("d_b_hi")),
+        fmt_interval(row.get("d_log_c_mid_lo"), row.get("d_log_c_mid_hi")), fmt(row.get("a_base")),
         fmt(row.get("a_variant")), fmt(row.get("margin")), fmt(row.get("mde_a")),
         fmt(row.get("mde_b")), esc(row.get("reason")),
     ]  # fmt: skip

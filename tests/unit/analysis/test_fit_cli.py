@@ -101,7 +101,7 @@ def test_fit_table_with_overrides(store_url: str, capsys: pytest.CaptureFixture[
     assert "sweep loo: metric train/reward on gpu_hours; 15 fits (15 ok), 4 verdicts" in out
     lines = {ln.split()[1]: ln for ln in out.splitlines() if ln.startswith(("loss", "lm_head"))}
     assert "asymptote-mover" not in lines["loo-dapo"]
-    assert "+/-0.200" in lines["loo-dapo"]  # judged against the 0.2 margin
+    assert "vs margin 0.200" in lines["loo-dapo"]  # judged against the 0.2 margin
 
 
 def test_fit_errors_are_clean(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -576,6 +576,14 @@ def _a_items(s: _Seeds, e: SeedEstimates) -> list[tuple[SigmoidFit, Curve, Float
     return [(s.fits[i], s.vc.curves[i], s.sigma[i], e.a[k], e.a_var[k]) for k, i in enumerate(e.used)]
 
 
+# The flattest pooled fit whose ceiling and efficiency count as measured. B = 0.3 spreads the rise
+# from 10% to 90% of the gain over 81^(1/0.3), about 2e6 x the compute: no sweep sees that bend, so
+# a flatter fit is a straight line in log compute whose A and C_mid are not identified. Seen on
+# known truth (bench/verdict_sim.py, a fit window that starts at 90% of the gain): pooled fits with
+# B 0.05-0.15 put A at 0.9-1.0 for a curve whose ceiling was 0.72, and C_mid 400x too low.
+MIN_SHAPE_B = 0.3
+
+
 def _why_unpinned(vc: VariantCurves, fit: SigmoidFit, opts: FitOptions) -> str:
     """Why a variant's pooled fit does not measure its ceiling ('' when it does)."""
     if fit.status == "pre-inflection":
@@ -585,6 +593,12 @@ def _why_unpinned(vc: VariantCurves, fit: SigmoidFit, opts: FitOptions) -> str:
         )
     if fit.ok and fit.a >= opts.a_bounds[1] - 1e-9:
         return f"{vc.variant}'s fitted ceiling sits at its upper bound {opts.a_bounds[1]:g}"
+    if fit.ok and fit.b < MIN_SHAPE_B:
+        return (
+            f"{vc.variant}'s fit has no bend (B={fit.b:.3g}: a rise spread over more than six decades of "
+            "compute), so its ceiling is not pinned: the fitted points hold no rise to fit (a fit window "
+            "that starts on the plateau?)"
+        )
     return ""
 
 

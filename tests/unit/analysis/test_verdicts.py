@@ -262,3 +262,20 @@ def test_a_barely_identified_b_interval_reads_as_unbounded_not_an_overflow() -> 
 
     assert _expm1(800.0) == math.inf and _exp(1e4) == math.inf
     assert _expm1(0.5) == pytest.approx(math.expm1(0.5)) and _exp(-1e4) == 0.0
+
+
+def test_the_verdicts_do_not_depend_on_the_bootstrap_size() -> None:
+    # The bootstrap draws the report's bands; the rule uses the point fits and the seeds' own fits
+    # (bench/verdict_sim2.py runs with few replicates for speed on that ground).
+    base, variants = _plateau_sweep(
+        {
+            "baseline": (None, 0.70, 1.5, 5000.0),
+            "loo-lp": ("k", 0.70, 3.0, 5000.0),
+            "loo-x": ("k", 0.62, 1.5, 5000.0),
+        }
+    )
+    small = classify(base, variants, verdict_options=VerdictOptions(n_boot=5)).verdicts
+    large = classify(base, variants, verdict_options=VerdictOptions(n_boot=60, seed=3)).verdicts
+    assert [(v.verdict, v.d_a, v.d_a_lo, v.p_ceiling, v.p_efficiency) for v in small] == [
+        (v.verdict, v.d_a, v.d_a_lo, v.p_ceiling, v.p_efficiency) for v in large
+    ]

@@ -25,8 +25,9 @@ is conservative where most knobs move (bench/README.md has its calibration on kn
 The verdict: ``asymptote-mover`` when the ceiling claim is made (``efficiency`` = "differs" when
 the efficiency claim is made too: the knob is both); ``efficiency-shaper`` when only the
 efficiency claim is made; ``no-effect`` when the equivalence claim is made; else ``undecided``.
-A knob whose ceiling is only bounded from below (its curves have not passed their inflection, a
-late level against a measured baseline) can only make "the ceiling rises".
+A knob whose ceiling is only bounded from below (its curves have not made enough of their gain: a
+late level against a measured baseline) can only make "the ceiling rises" among the ceiling
+claims; its efficiency can still be compared, so it can still be an ``efficiency-shaper``.
 """
 
 from __future__ import annotations
@@ -105,18 +106,23 @@ class KnobClaims:
 
 
 def claim_pvalues(k: KnobContrasts, margin: float, thr: float) -> tuple[float, float, float]:
-    """(ceiling moves, efficiency differs, no effect) p-values; 1.0 where a claim cannot be tested."""
+    """(ceiling moves, efficiency differs, no effect) p-values; 1.0 where a claim cannot be tested
+    (no dA: no ceiling claim and no equivalence; a lower bound on dA: only "the ceiling rises";
+    no d log B or d log C_mid: no efficiency claim and no equivalence)."""
     a = k.a if k.a is not None and k.a.ok else None
-    if a is None:
-        return 1.0, 1.0, 1.0
-    if k.lower_bound:
-        return (a.p_beyond(margin) if a.d > 0 else 1.0), 1.0, 1.0
-    p_mover = a.p_beyond(margin)
     b = k.log_b if k.log_b is not None and k.log_b.ok else None
     c = k.log_c_mid if k.log_c_mid is not None and k.log_c_mid.ok else None
+    if a is None:
+        p_mover = 1.0
+    elif k.lower_bound:
+        p_mover = a.p_beyond(margin) if a.d > 0 else 1.0
+    else:
+        p_mover = a.p_beyond(margin)
     if b is None or c is None:
         return p_mover, 1.0, 1.0
     p_eff = min(1.0, 2.0 * min(b.p_beyond(thr), c.p_beyond(thr)))
+    if a is None or k.lower_bound:
+        return p_mover, p_eff, 1.0
     p_same = max(a.p_inside(margin), min(1.0, 2.0 * b.p_inside(thr)), min(1.0, 2.0 * c.p_inside(thr)))
     return p_mover, p_eff, p_same
 

@@ -4,7 +4,8 @@ Issue 36, item 7. An instrument independent of ``bench/verdict_sim.py`` (its own
 noise model, no store): every run is an exact sigmoid (ScaleRL's Eq. 1) whose ceiling A varies
 from seed to seed, evaluated at 41 evenly spaced computes (the first at budget / 41: no step-0
 evaluation, so R0 is fitted), each value Binomial(500, R) / 500 with n = 500 recorded, as a
-trainer logs it. Each sweep is a baseline (R0 0.25, A 0.65, B 1.5, C_mid 1,000) and 8 knobs: 2
+trainer logs it. Seeds are independent across variants (seed numbers 0.. in every variant, so the
+tool's seed blocks cost degrees of freedom and buy nothing here). Each sweep is a baseline (R0 0.25, A 0.65, B 1.5, C_mid 1,000) and 8 knobs: 2
 nulls, 3 movers (A +0.06, +0.08, +0.10) and 3 of the 4 shapers (B x2, B x0.5, C_mid x2, C_mid x0.5;
 the one left out rotates with the sweep). Cells: 3, 5, 8 seeds x seed sd of A 0.01, 0.02 x two
 regimes: ``plateau`` (the budget where the baseline has made 98% of its gain) and ``rising``
@@ -241,6 +242,7 @@ def run_sweep(
             alternative=None if k is None else name,
             run_ids=tuple(f"{name}/s{s}" for s in range(seeds)),
             n=tuple(np.full(x.size, float(N)) for _ in range(seeds)),
+            seeds=tuple(range(seeds)),
         )
         for name, k, ys in groups
     ]

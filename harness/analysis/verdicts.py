@@ -72,7 +72,7 @@ from scalerl.harness.analysis.curve import (
     sigmoid_curve,
 )
 from scalerl.harness.analysis.fitters import Curve, Fitter, fit_sigmoid_many
-from scalerl.harness.analysis.inference import Contrast, Pooled, pool_groups
+from scalerl.harness.analysis.inference import Contrast, Pooled, pool_groups, remove_seed_effects
 from scalerl.harness.analysis.noise import NoiseSource, point_se
 from scalerl.harness.analysis.power import DEFAULT_POWER
 from scalerl.harness.analysis.uncertainty import DEFAULT_BOOT, BootstrapResult, bootstrap_fits
@@ -119,6 +119,9 @@ class VariantCurves:
     # Per curve: the Bernoulli sample count behind each point (aligned with its values; NaN where
     # unknown), or None / left out when the curve has none: its noise is then estimated.
     n: tuple[ArrayLike | None, ...] = ()
+    # Per curve: its seed number. Variants run at the same seed numbers share each seed's effect,
+    # which the rule takes out (inference.remove_seed_effects); empty: seeds unknown.
+    seeds: tuple[int, ...] = ()
 
     def counts(self, i: int) -> ArrayLike | None:
         return self.n[i] if i < len(self.n) else None
@@ -479,9 +482,12 @@ class SeedEstimates:
 # from the estimate (clipped to A's bounds). The upper steps run far: a seed whose curve is still
 # rising leaves its ceiling open upward by many linearised SEs.
 _PROFILE_STEPS = np.array([-4.0, -2.5, -1.5, -0.75, 0.75, 1.5, 2.5, 4.0, 6.0, 9.0, 14.0, 20.0])
+# ... and at these absolute offsets, so that a seed whose linearised SE is tiny still has its
+# profile followed as far as its data leave the ceiling open (a grid that stops short of the
+# crossing would cut the interval there).
+_PROFILE_REACH = np.array([-0.2, -0.1, -0.05, 0.05, 0.1, 0.2, 0.4])
 _PROFILE_Z = 1.959963984540054  # the profile interval's level: 95%, chi-square(1) = z^2
 _PROFILE_CHI2 = _PROFILE_Z**2
-_PROFILE_SIDE = "mean"  # tuning switch
 
 
 def profile_a_var(
@@ -504,7 +510,9 @@ def profile_a_var(
     grids: list[FloatArray] = []
     for _, c, se, a, var in items:
         step = min(max(math.sqrt(var) if math.isfinite(var) and var > 0 else 0.02, 2e-3), 0.1)
-        grid = np.unique(np.clip(a + step * _PROFILE_STEPS, lo_b + 1e-6, hi_b))
+        grid = np.unique(
+            np.clip(np.concatenate([a + step * _PROFILE_STEPS, a + _PROFILE_REACH]), lo_b + 1e-6, hi_b)
+        )
         grids.append(grid)
         batch += [c] * grid.size
         fixed += [float(g) for g in grid]
@@ -527,8 +535,7 @@ def profile_a_var(
         below, above = grid < a, grid > a
         lo = _crossing(grid[below][::-1], dev[below][::-1], a, float(grid.min()))
         hi = _crossing(grid[above], dev[above], a, float(grid.max()))
-        half = (hi - lo) / 2.0 if _PROFILE_SIDE == "mean" else max(hi - a, a - lo)
-        out.append((half / _PROFILE_Z) ** 2)
+        out.append(((hi - lo) / (2.0 * _PROFILE_Z)) ** 2)
     return out
 
 
@@ -707,20 +714,19 @@ def classify(
     for (n, j), v in zip(owners, profile_a_var(items, fopts, method), strict=True):
         pinned[n].a_var[j] = v
     base_floor = (baseline.variant,)
-    pooled_a = pool_groups(
-        {n: e.a for n, e in pinned.items()},
-        {n: e.a_var for n, e in pinned.items()},
-        known_sd=vopts.seed_sd,
-        own_floor=base_floor,
-    )
-    pooled_b = pool_groups(
-        {n: e.log_b for n, e in est.items()}, {n: e.log_b_var for n, e in est.items()}, own_floor=base_floor
-    )
-    pooled_c = pool_groups(
-        {n: e.log_c_mid for n, e in est.items()},
-        {n: e.log_c_mid_var for n, e in est.items()},
-        own_floor=base_floor,
-    )
+
+    def pool(which: str, groups: dict[str, SeedEstimates], known_sd: float | None = None) -> Pooled:
+        vals = {n: getattr(e, which) for n, e in groups.items()}
+        spent = 0
+        if known_sd is None and all(len(seeds[n].vc.seeds) == len(seeds[n].vc.curves) for n in groups):
+            ids = {n: [seeds[n].vc.seeds[i] for i in e.used] for n, e in groups.items()}
+            vals, spent = remove_seed_effects(vals, ids)
+        var = {n: getattr(e, which + "_var") for n, e in groups.items()}
+        return pool_groups(vals, var, known_sd=known_sd, own_floor=base_floor, df_spent=spent)
+
+    pooled_a = pool("a", pinned, vopts.seed_sd)
+    pooled_b = pool("log_b", est)
+    pooled_c = pool("log_c_mid", est)
     a_ses = [math.sqrt(v) for e in pinned.values() for v in e.a_var if math.isfinite(v) and v > 0]
     # 4. Contrasts per variant (or a verdict that needs none).
     contrasts: dict[str, KnobContrasts] = {}

@@ -496,7 +496,7 @@ def noise_table(sources: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None) -> int:
-    global MARGIN, WINDOW
+    global MARGIN, WINDOW, DATA
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--knobs", type=int, default=2000, help="simulated knobs at least (default 2000)")
     ap.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
@@ -516,6 +516,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--boot", type=int, default=200, help="bootstrap replicates, as scalerl fit --boot (default 200)"
     )
     ap.add_argument("--out", type=Path, default=WORK, help=f"work folder (default {WORK})")
+    ap.add_argument(
+        "--data", type=Path, default=DATA, help=f"the real curves the noise is fitted on (default {DATA})"
+    )
     ap.add_argument("--no-cli-check", action="store_true", help="skip the `scalerl fit --json` cross-check")
     ap.add_argument(
         "--noise",
@@ -535,6 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     MARGIN = args.margin
     WINDOW = args.window
+    DATA = args.data
     if args.retabulate:
         rows, sources = pooled_rows(args.retabulate)
         print(noise_table(sources), "\n")

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.harness.analysis.curve import FitOptions, SigmoidFit, sigmoid_curve
-from scalerl.harness.analysis.fitters import fit_sigmoid_many
-from scalerl.harness.analysis.forecast import backtest_many, backtest_power_law
-from scalerl.harness.analysis.forecaster import forecast_curves
-from scalerl.harness.analysis.powerlaw import fit_power_law
+from scalerl.harness.analysis.fit.backtest import backtest_many, backtest_power_law
+from scalerl.harness.analysis.fit.curve import FitOptions, SigmoidFit, sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.fit.powerlaw import fit_power_law
+from scalerl.harness.analysis.forecast.ensemble import forecast_curves
 from scalerl.harness.importers import read_curves
 
 REAL = Path("/work/shared/data/real-rl-curves")

@@ -9,8 +9,8 @@ benchmarks = 100 validation curves).
 Backtest: each curve is cut at 25%, 50% and 75% of its last step; a method sees the points at or
 before the cut and forecasts every later point. Methods, side by side:
 
-- ``this project``: :func:`scalerl.harness.analysis.forecaster.point_forecast_many` (ensemble) with the
-  calibrated interval of :mod:`scalerl.harness.analysis.forecaster`;
+- ``this project``: :func:`scalerl.harness.analysis.forecast.ensemble.point_forecast_many` (ensemble) with the
+  calibrated interval of :mod:`scalerl.harness.analysis.forecast.ensemble`;
 - ``fit_sigmoid defaults``: the batched fit at its defaults (R0 fitted, or a step-0 evaluation);
   with ``--boot N`` its 90%/80%/50% intervals from ``bootstrap_fits`` + ``forecast_value``;
 - ``paper's procedure``: ScaleRL's App. A.5 fit with its grid widened to the data as DESIGN.md
@@ -24,7 +24,7 @@ before the cut and forecasts every later point. Methods, side by side:
 - ``paper grid, A recentred`` (only with ``--recentred-every k``): the literal grid's 71 A values
   placed per curve at max(0, max(fitted y) - 0.05) .. +0.35, values above 1.0 dropped;
 - ``curve_fit loop``: scipy ``curve_fit`` per curve (R0 = first point);
-- ``power law``: :func:`scalerl.harness.analysis.powerlaw.fit_power_law` at its defaults;
+- ``power law``: :func:`scalerl.harness.analysis.fit.powerlaw.fit_power_law` at its defaults;
 - ``flat-last-3``: the mean of the last 3 fitted points.
 
 A method that returns no forecast for a curve (a fit that is not ``ok``) is counted in ``n`` and
@@ -69,21 +69,20 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.fitters import Fitter, PaperGridFitter, fit_sigmoid_many
-from scalerl.harness.analysis.forecast import forecast_value, score
-from scalerl.harness.analysis.forecaster import (
-    CALIBRATED_LEVELS,
+from scalerl.harness.analysis.fit.backtest import forecast_value, score
+from scalerl.harness.analysis.fit.bootstrap import bootstrap_fits
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import Fitter, PaperGridFitter, fit_sigmoid_many
+from scalerl.harness.analysis.fit.powerlaw import fit_power_law
+from scalerl.harness.analysis.forecast.calibrations import LINEAR_CALIBRATION
+from scalerl.harness.analysis.forecast.ensemble import (
     DEFAULT_ENSEMBLE,
-    LINEAR_CALIBRATION,
     MEMBERS,
     EnsembleSettings,
-    IntervalCalibration,
     PointForecast,
     point_forecast_many,
 )
-from scalerl.harness.analysis.powerlaw import fit_power_law
-from scalerl.harness.analysis.uncertainty import bootstrap_fits
+from scalerl.harness.analysis.forecast.intervals import CALIBRATED_LEVELS, IntervalCalibration
 from scalerl.harness.importers import read_curves
 
 REAL = Path("/work/shared/data/real-rl-curves")

@@ -9,8 +9,8 @@ runs; SPEED-RL, the benchmark x model size (5 x {1.5B: 8 runs, 7B: 12 runs}).
 Point forecasts: each curve cut at 25/50/75% of its last step, the rest scored (mean absolute
 error per curve, median over curves per source). Methods:
 
-- ``single``: :func:`scalerl.harness.analysis.forecaster.point_forecast_many` (``forecast_curve``);
-- ``sweep, same stage``: :func:`scalerl.harness.analysis.hierarchical.point_forecast_with_prior`
+- ``single``: :func:`scalerl.harness.analysis.forecast.ensemble.point_forecast_many` (``forecast_curve``);
+- ``sweep, same stage``: :func:`scalerl.harness.analysis.forecast.sweep_prior.point_forecast_with_prior`
   with the prior from the siblings *cut at the same step* as the curve (a sweep whose runs started
   together, forecast mid-sweep: nobody has seen further);
 - ``sweep, finished``: the same with the siblings' whole curves (forecasting a new run of a
@@ -32,7 +32,7 @@ error / flat's)), then the held-out source is scored. Nothing else is tuned.
 
 Intervals: both forecasts are backtested at five cuts, 1/30, 10%, 25%, 50% and 75% of the last
 step (a cut needs >= 5 points before it), so held-out points lie 1-30x past the fitted compute.
-For each source the calibration (:func:`scalerl.harness.analysis.calibration.fit_calibration`:
+For each source the calibration (:func:`scalerl.harness.analysis.forecast.conformal.fit_calibration`:
 split-conformal quantiles; linear or log-horizon growth, movement and trend weights chosen to
 even out coverage across horizon buckets and the training sources) is fitted on the other three
 sources and the held-out source's coverage is reported per horizon bucket (C / last fitted
@@ -44,7 +44,7 @@ objective chosen leave-one-source-out inside the training sources (``nested``). 
 single-curve calibration shipped before (fitted on all sources, so in-sample) and its linear
 form fitted leave-one-source-out. Then the sweep forecast with a calibration per sibling
 setting, two ways: each setting's own (the nested procedure on that setting's forecasts only),
-and as the library picks (:func:`scalerl.harness.analysis.hierarchical.siblings_finished`: at
+and as the library picks (:func:`scalerl.harness.analysis.forecast.sweep_prior.siblings_finished`: at
 least 2 siblings ran to 2x the run's last compute): a forecast the rule calls finished is scored
 with the nested procedure fitted on such forecasts (of either setting), every other one with the
 shared calibration as until now; then the count of horizon-bucket cells in 85-95% at 90% per
@@ -73,7 +73,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forecast import REAL, SHORT, SOURCES, RealCurve, load_real
 
-from scalerl.harness.analysis.calibration import (
+from scalerl.harness.analysis.forecast.conformal import (
     CHECK_LEVELS,
     HORIZON_EDGES,
     OBJECTIVES,
@@ -83,8 +83,9 @@ from scalerl.harness.analysis.calibration import (
     fit_calibration,
     fit_calibrations,
 )
-from scalerl.harness.analysis.forecaster import IntervalCalibration, PointForecast, point_forecast_many
-from scalerl.harness.analysis.hierarchical import (
+from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
+from scalerl.harness.analysis.forecast.sweep_prior import (
     DEFAULT_SWEEP,
     FINISHED_RATIO,
     SWEEP_MEMBERS,

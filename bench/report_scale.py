@@ -25,7 +25,7 @@ import numpy as np
 # The Chromium driver lives with the test fixtures; bench scripts run from the repo root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scalerl.harness.analysis.curve import sigmoid_curve
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
 from scalerl.harness.cli import main as scalerl
 from tests.fixtures.chromium import PageResult, load_page
 

@@ -64,7 +64,7 @@ rule's defaults (with the same held-out calibrations) and the same criterion's c
 settings without a margin. "best pruned" = the share of runs that
 pruned the pool's best curve; the last lines check issue 24's item-4 targets. ``--beat-peers``
 adds the ``peers`` axis (0 = off: the sweep forecast only; k: read P(beat) from the COMPLETE
-trials once k of them reached the trial's compute, :mod:`scalerl.harness.analysis.peers`); the
+trials once k of them reached the trial's compute, :mod:`scalerl.harness.analysis.forecast.peers`); the
 comparison column is then the choice without peers. Written before the first such run
 (2026-11-26 13:35 UTC): the pruner's ``peers`` default changes from 0 only if the held-out
 choice keeps the best pruned <= 5% and regret <= Median's in both samplers and spends less
@@ -122,22 +122,21 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forecast import SHORT, SOURCES, RealCurve, load_real
 
-import scalerl.harness.analysis.forecaster as forecaster_module
-import scalerl.harness.analysis.hierarchical as hierarchical_module
+import scalerl.harness.analysis.forecast.ensemble as forecaster_module
+import scalerl.harness.analysis.forecast.sweep_prior as hierarchical_module
 import scalerl.harness.optuna.pruner as pruner_module
-from scalerl.harness.analysis.calibration import fit_calibration
-from scalerl.harness.analysis.curve import SigmoidFit, sigmoid_curve
-from scalerl.harness.analysis.fitters import fit_sigmoid_many
-from scalerl.harness.analysis.forecaster import (
-    LINEAR_CALIBRATION,
-    IntervalCalibration,
-    PointForecast,
-    point_forecast_many,
-)
-from scalerl.harness.analysis.hierarchical import (
-    DEFAULT_SWEEP,
+from scalerl.harness.analysis.fit.curve import SigmoidFit, sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.forecast.calibrations import (
     FINISHED_SWEEP_CALIBRATION,
+    LINEAR_CALIBRATION,
     SWEEP_CALIBRATION,
+)
+from scalerl.harness.analysis.forecast.conformal import fit_calibration
+from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
+from scalerl.harness.analysis.forecast.sweep_prior import (
+    DEFAULT_SWEEP,
     SWEEP_MEMBERS,
     Prior,
     SweepSettings,

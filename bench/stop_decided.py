@@ -31,7 +31,7 @@ WORK = ROOT / "bench" / ".work"
 
 def _verdicts(url: str) -> dict[str, str]:
     from scalerl import db
-    from scalerl.harness.analysis.sweep import fit_sweep
+    from scalerl.harness.analysis.verdicts.service import fit_sweep
 
     result = fit_sweep(db.open_store(url), "tiny-loo", write=False)
     assert result.analysis is not None

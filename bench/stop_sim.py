@@ -8,10 +8,10 @@ judged three ways, from the same simulated points:
 
 (a) full: every run to its budget, verdicts by ``classify`` at level 0.95;
 (b) decided (``fit.stop_when: decided``), the look plan of
-    :mod:`scalerl.harness.analysis.spending` (``LookPlan()``): at each planned fraction f (25%,
+    :mod:`scalerl.harness.analysis.verdicts.spending` (``LookPlan()``): at each planned fraction f (25%,
     50%, 75% of the budget) every still-running run's points are truncated to compute <= f x
     budget and the still-open variants are classified at the interim level (99.9%); a variant
-    whose verdict is decided (``decision.decided``) keeps it and stops there (its runs' compute:
+    whose verdict is decided (``rule.decided``) keeps it and stops there (its runs' compute:
     f x budget); the rest go on; at the end the remaining variants are classified on the full
     curves at ``final_level`` (95.3%). The baseline runs until the last variant stops. (The
     interim fits see only the open variants and the baseline; the monitor fits the whole sweep,
@@ -64,7 +64,7 @@ EFFECTS = ("asymptote-mover", "efficiency-shaper")
 
 def _vopts(level: float, boot: int) -> Any:
     """VerdictOptions at ``level`` (only the fields this version has: the rule is being rewritten)."""
-    from scalerl.harness.analysis.verdicts import VerdictOptions
+    from scalerl.harness.analysis.verdicts.types import VerdictOptions
 
     want: dict[str, Any] = {"level": level, "margin": verdict_sim.MARGIN, "n_boot": boot, "seed": 0}
     have = {f.name for f in fields(VerdictOptions)}
@@ -72,8 +72,8 @@ def _vopts(level: float, boot: int) -> Any:
 
 
 def _classify(groups: dict[str, Any], names: Sequence[str], level: float, boot: int, opts: Any) -> list[Any]:
-    from scalerl.harness.analysis.simulate import BASELINE
-    from scalerl.harness.analysis.verdicts import classify
+    from scalerl.harness.analysis.sim.simulate import BASELINE
+    from scalerl.harness.analysis.verdicts.pipeline import classify
 
     base = groups[BASELINE]
     analysis = classify(base, [groups[n] for n in names], options=opts, verdict_options=_vopts(level, boot))
@@ -83,8 +83,8 @@ def _classify(groups: dict[str, Any], names: Sequence[str], level: float, boot: 
 def judge(sim: Any, boot: int, timing: dict[str, float], plan: Any) -> dict[str, Any]:
     """Every arm on one simulated sweep: verdict rows per arm, each variant's stop fraction per
     sequential arm, the futile variants, and the compute each arm used (in run-budgets)."""
-    from scalerl.harness.analysis.curve import FitOptions
-    from scalerl.harness.analysis.sweep import group_curves
+    from scalerl.harness.analysis.fit.curve import FitOptions
+    from scalerl.harness.analysis.groups import group_curves
 
     design, points = sim.design, sim.points
     axis, metric = design.axis, design.metric
@@ -128,9 +128,9 @@ def _sequential(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, float], set[str]]:
     """One sequential arm: the verdict rows, each variant's stop fraction (1.0: ran to the end)
     and the variants stopped as futile (``settle`` only)."""
-    from scalerl.harness.analysis.decision import decided
-    from scalerl.harness.analysis.spending import final_level
-    from scalerl.harness.analysis.sweep import group_curves
+    from scalerl.harness.analysis.groups import group_curves
+    from scalerl.harness.analysis.verdicts.rule import decided
+    from scalerl.harness.analysis.verdicts.spending import final_level
     from scalerl.harness.execution.decide import futility
 
     design, points = sim.design, sim.points
@@ -147,7 +147,7 @@ def _sequential(
             cut = points[points[axis] <= f * design.budget * (1 + 1e-9)]
             cache[key] = _classify(group_curves(cut, axis), open_, plan.interim_level, boot, opts)
         for v in cache[key]:
-            if decided(v)[0]:
+            if decided(v):
                 rows[v.variant], stop_at[v.variant] = v.row(metric, axis), f
             elif settle and futility(v) is not None:
                 rows[v.variant], stop_at[v.variant] = v.row(metric, axis), f
@@ -281,8 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=WORK, help=f"work folder (default {WORK})")
     args = ap.parse_args(argv)
-    from scalerl.harness.analysis.simulate import simulate_sweep
-    from scalerl.harness.analysis.spending import LookPlan, final_level
+    from scalerl.harness.analysis.sim.simulate import simulate_sweep
+    from scalerl.harness.analysis.verdicts.spending import LookPlan, final_level
 
     plan = LookPlan(level=FULL_LEVEL, fractions=tuple(float(f) for f in args.fractions.split(",")))
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@ Issue 23, items 5 and 6: the instrument that scores a verdict rule. Steps:
 
 1. The noise model is fitted on the real curves in ``../shared/data/real-rl-curves/``, read with the
    product's importers (``scalerl.harness.importers.read_file``), per source
-   (:func:`scalerl.harness.analysis.noise_fit.estimate_noise`). The bench's model: binomial noise at
+   (:func:`scalerl.harness.analysis.sim.noise_fit.estimate_noise`). The bench's model: binomial noise at
    the demo's n = 640 (recorded with every point, as the trainer logs it); the AR(1) wander of the
    W&B GSM8K validation curves (the one source with a clear one: 17 curves of ~650 evaluations),
    carried to the simulated schedule (an evaluation every 10 steps, as the demo) with its
@@ -137,8 +137,8 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
 
 def fit_noise() -> tuple[dict[str, Any], Any]:
     """Per-source estimates (as dicts) and the bench's NoiseModel (module docstring)."""
-    from scalerl.harness.analysis.noise_fit import estimate_noise
-    from scalerl.harness.analysis.simulate import NoiseModel
+    from scalerl.harness.analysis.sim.noise_fit import estimate_noise
+    from scalerl.harness.analysis.sim.simulate import NoiseModel
 
     est = {}
     info = {}
@@ -168,7 +168,7 @@ def fit_noise() -> tuple[dict[str, Any], Any]:
 
 # ----------------------------------------------------------------------------- sweeps
 def design_for(rng: np.random.Generator, seeds: int, fraction: float, name: str) -> Any:
-    from scalerl.harness.analysis.simulate import CurveTruth, SweepDesign, loo_variants
+    from scalerl.harness.analysis.sim.simulate import CurveTruth, SweepDesign, loo_variants
 
     base = CurveTruth(
         r0=float(rng.uniform(0.2, 0.35)),
@@ -549,8 +549,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(calibration(rows))
         return 0
     from scalerl import db
-    from scalerl.harness.analysis.simulate import NoiseModel, simulate_sweep, write_sweep
-    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
+    from scalerl.harness.analysis.sim.simulate import NoiseModel, simulate_sweep, write_sweep
+    from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep, save_fits
 
     t0 = time.perf_counter()
     sources, noise = fit_noise()

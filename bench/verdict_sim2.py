@@ -5,11 +5,11 @@ noise model, no store): every run is an exact sigmoid (ScaleRL's Eq. 1) whose ce
 from seed to seed, evaluated at 41 evenly spaced computes (the first at budget / 41: no step-0
 evaluation, so R0 is fitted), each value Binomial(500, R) / 500 with n = 500 recorded, as a
 trainer logs it. Seeds are independent across variants (seed numbers 0.. in every variant, so the
-tool's seed blocks cost degrees of freedom and buy nothing here). Each sweep is a baseline (R0 0.25, A 0.65, B 1.5, C_mid 1,000) and 8 knobs: 2
-nulls, 3 movers (A +0.06, +0.08, +0.10) and 3 of the 4 shapers (B x2, B x0.5, C_mid x2, C_mid x0.5;
-the one left out rotates with the sweep). Cells: 3, 5, 8 seeds x seed sd of A 0.01, 0.02 x two
-regimes: ``plateau`` (the budget where the baseline has made 98% of its gain) and ``rising``
-(74%).
+tool's seed blocks cost degrees of freedom and buy nothing here). Each sweep is a baseline (R0
+0.25, A 0.65, B 1.5, C_mid 1,000) and 8 knobs: 2 nulls, 3 movers (A +0.06, +0.08, +0.10) and 3 of
+the 4 shapers (B x2, B x0.5, C_mid x2, C_mid x0.5; the one left out rotates with the sweep).
+Cells: 3, 5, 8 seeds x seed sd of A 0.01, 0.02 x two regimes: ``plateau`` (the budget where the
+baseline has made 98% of its gain) and ``rising`` (74%).
 
 Three rules judge the same draws:
 
@@ -106,7 +106,7 @@ def draw_runs(
     rng: np.random.Generator, a: float, b: float, c_mid: float, sd: float, x: np.ndarray, seeds: int
 ) -> np.ndarray:
     """(seeds, points) values: each seed's A ~ N(a, sd), Binomial(N, R) / N at every compute."""
-    from scalerl.harness.analysis.curve import sigmoid_curve
+    from scalerl.harness.analysis.fit.curve import sigmoid_curve
 
     a_seed = np.clip(a + sd * rng.standard_normal(seeds), 0.0, 1.0)
     p = np.stack([sigmoid_curve(x, R0, ai, b, c_mid) for ai in a_seed])
@@ -117,8 +117,8 @@ def draw_runs(
 def oracle_variances(regime: str, sd: float, knobs: Sequence[Knob]) -> dict[str, tuple[float, float, float]]:
     """Per truth (baseline and each knob kind/effect): the variance of one seed's fitted A, log B
     and log C_mid, from ORACLE_RUNS simulated runs fitted with R0 known (cached on disk)."""
-    from scalerl.harness.analysis.fitters import fit_sigmoid_many
-    from scalerl.harness.analysis.noise import binomial_se
+    from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+    from scalerl.harness.analysis.noise.point import binomial_se
 
     path = WORK / f"oracle-{regime}-{sd:g}.json"
     cache: dict[str, list[float]] = json.loads(path.read_text()) if path.exists() else {}
@@ -148,7 +148,7 @@ def _key(a: float, b: float, c: float) -> str:
 
 # ----------------------------------------------------------------------------- the simple rules
 def bh(p: Sequence[float], q: float = 1.0 - LEVEL) -> list[bool]:
-    from scalerl.harness.analysis.inference import bh as _bh
+    from scalerl.harness.analysis.verdicts.inference import bh as _bh
 
     return _bh(list(p), q)
 
@@ -225,7 +225,8 @@ def simple_rule(
 def run_sweep(
     rng: np.random.Generator, i: int, seeds: int, sd: float, regime: str, n_boot: int
 ) -> list[dict[str, Any]]:
-    from scalerl.harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
+    from scalerl.harness.analysis.groups import VariantCurves
+    from scalerl.harness.analysis.verdicts import VerdictOptions, classify
 
     x = compute_grid(regime)
     knobs = knobs_for(i)

@@ -32,7 +32,8 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
 from scalerl.db.errors import StoreError, scrub
-from scalerl.db.redaction import redact_url
+from scalerl.db.redaction import redact_url, secret_in
+from scalerl.harness.errors import ConfigError
 
 DEFAULT_URL = "sqlite:///./scalerl.db"
 ENV_URL = "SCALERL_DB_URL"
@@ -54,6 +55,9 @@ def resolve_url(url: str | URL | None = None) -> URL:
             f"database URL must be a string, not {type(raw).__name__} {raw!r} "
             f"(fix: pass e.g. {DEFAULT_URL} or postgresql+psycopg://user@host:5432/db)"
         )
+    if isinstance(raw, str) and raw.strip() and "://" not in raw and ":" not in raw.split("/", 1)[0]:
+        # A path (`--db runs/scalerl.db`), as MLflow's and Optuna's users pass one: that SQLite file.
+        raw = "sqlite:///" + str(Path(raw).expanduser().resolve())
     try:
         parsed = make_url(raw) if isinstance(raw, str) else raw
     except (ArgumentError, ValueError) as err:  # ValueError: a non-numeric port
@@ -208,3 +212,17 @@ def _sqlite_engine(url: URL, *, create: bool, readonly: bool) -> EngineBundle:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return EngineBundle(engine, url, "sqlite", threading.RLock() if memory else None, readonly)
+
+
+def refuse_secret(url: str | URL | None, *, where: str) -> None:
+    """Raise a ConfigError when ``url`` carries a secret and is about to be written to ``where``
+    (a job spec file, a worker's JSON, a pickle): a last guard behind the ``--db`` refusal."""
+    found = None if url is None else secret_in(url)
+    if url is not None and found is not None:
+        raise ConfigError(
+            f"this store URL carries a secret ({found}) and would be written to {where}",
+            field="db_url",
+            value=redact_url(url),
+            fix="export SCALERL_DB_URL='<the URL>' and leave db_url unset (jobs inherit it), or keep "
+            "the password in ~/.pgpass (PGPASSFILE)",
+        )

@@ -217,4 +217,3 @@ VERDICT_COLUMNS: tuple[str, ...] = (
     "mde_b", "d_log_c_mid", "d_log_c_mid_lo", "d_log_c_mid_hi", "p_ceiling", "p_efficiency",
     "p_no_effect", "efficiency",
 )  # fmt: skip
-COMPUTE_UNITS: tuple[str, ...] = ("gpu_hours", "flops", "tokens", "samples", "wall_s")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ import numpy as np
 from sqlalchemy import Connection, Select, String, case, cast, func, or_, select
 
 from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS, Event, Fit, Point, Run, Sweep, SweepRun, Verdict
+from scalerl.harness.axes import COMPUTE_UNITS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,11 +60,10 @@ CURVE_COLUMNS: tuple[str, ...] = (
     "run_id", "variant", "knob", "alternative", "seed", "step", "metric", "value", "n", "gpu_hours",
     "flops", "tokens", "samples", "wall_s",
 )  # fmt: skip
-COMPUTE = ("gpu_hours", "flops", "tokens", "samples", "wall_s")
 _POINT_COLUMNS = ("run_id", "step", "metric", "value", "nonfinite", "gpu_hours", "flops", "tokens",
                   "samples", "wall_s", "n")  # fmt: skip
 # Read as float64 columns (NULL -> NaN): the value, the compute units and n.
-_FLOAT_COLUMNS = ("value", *COMPUTE, "n")
+_FLOAT_COLUMNS = ("value", *COMPUTE_UNITS, "n")
 RUN_COLUMNS: tuple[str, ...] = (
     "run_id", "sweep", "variant", "knob", "alternative", "seed", "config_hash", "status", "attempts",
     "executor", "job_id", "host", "created_at", "started_at", "ended_at", "error", "provenance",
@@ -489,7 +489,7 @@ def _assemble(cols: dict[str, Any], meta: pd.DataFrame) -> pd.DataFrame:
     frame["step"] = step
     frame["metric"] = metric
     frame["value"] = value
-    for unit in ("n", *COMPUTE):
+    for unit in ("n", *COMPUTE_UNITS):
         frame[unit] = cols[unit] if order is None else cols[unit][order]
     return pd.DataFrame(frame, columns=list(CURVE_COLUMNS))
 
@@ -560,6 +560,18 @@ SWEEP_SUMMARY_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+def sweep_source(spec: Mapping[str, Any]) -> str:
+    """Where a sweep's runs came from, read off its stored spec: ``source`` where it says one
+    (``import``, ``attach``), ``train`` for ``kind: adhoc`` (``scalerl train``), ``recipe`` for a
+    recipe sweep's full spec (it has a ``design``), else ``-``. The ``source`` column of
+    ``scalerl ls`` and ``scalerl.list_sweeps``."""
+    if spec.get("source") is not None:
+        return str(spec["source"])
+    if spec.get("kind") == "adhoc":
+        return "train"
+    return "recipe" if "design" in spec else "-"
+
+
 def sweep_summaries(store: Store) -> pd.DataFrame:
     """Every sweep with its runs counted by status group. Columns: SWEEP_SUMMARY_COLUMNS: the
     sweep's ``name``, ``created_at``, ``n_runs``, one count per :data:`STATUS_GROUPS` key
@@ -611,7 +623,7 @@ def sweep_summaries(store: Store) -> pd.DataFrame:
     return df
 
 
-FINAL_COLUMNS: tuple[str, ...] = ("run_id", "step", "value", *COMPUTE, "n_points")
+FINAL_COLUMNS: tuple[str, ...] = ("run_id", "step", "value", *COMPUTE_UNITS, "n_points")
 
 
 def final_points(store: Store, sweep: str, metric: str) -> pd.DataFrame:
@@ -628,7 +640,13 @@ def final_points(store: Store, sweep: str, metric: str) -> pd.DataFrame:
         .subquery()
     )
     stmt = (
-        select(Point.run_id, Point.step, Point.value, Point.nonfinite, *[getattr(Point, u) for u in COMPUTE])
+        select(
+            Point.run_id,
+            Point.step,
+            Point.value,
+            Point.nonfinite,
+            *[getattr(Point, u) for u in COMPUTE_UNITS],
+        )
         .add_columns(last.c.n_points)
         .join(last, (Point.run_id == last.c.run_id) & (Point.step == last.c.step))
         .where(Point.metric == metric)
@@ -638,7 +656,7 @@ def final_points(store: Store, sweep: str, metric: str) -> pd.DataFrame:
     flags = {"nan": float("nan"), "+inf": float("inf"), "-inf": float("-inf")}
     out = [(r[0], int(r[1]), flags[r[3]] if r[3] in flags else r[2], *r[4:-1], int(r[-1])) for r in rows]
     frame = pd.DataFrame(out, columns=list(FINAL_COLUMNS))
-    for name in ("value", *COMPUTE):
+    for name in ("value", *COMPUTE_UNITS):
         frame[name] = frame[name].astype("float64")  # None -> NaN
     return frame
 

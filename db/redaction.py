@@ -113,22 +113,6 @@ def secret_in(url: str | URL) -> str | None:
     return "a secret in its text" if scrub(rest) != rest else None
 
 
-def refuse_secret(url: str | URL | None, *, where: str) -> None:
-    """Raise a ConfigError when ``url`` carries a secret and is about to be written to ``where``
-    (a job spec file, a worker's JSON, a pickle): a last guard behind the ``--db`` refusal."""
-    found = None if url is None else secret_in(url)
-    if url is not None and found is not None:
-        from scalerl.harness.errors import ConfigError
-
-        raise ConfigError(
-            f"this store URL carries a secret ({found}) and would be written to {where}",
-            field="db_url",
-            value=redact_url(url),
-            fix="export SCALERL_DB_URL='<the URL>' and leave db_url unset (jobs inherit it), or keep "
-            "the password in ~/.pgpass (PGPASSFILE)",
-        )
-
-
 def redact_url(url: str | URL) -> str:
     """The URL as text with every secret replaced by ``***`` (see the module docstring)."""
     parsed = _as_url(url)

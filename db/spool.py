@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from scalerl.db.errors import StoreError, StoreReadOnlyError, StoreUnavailableError
 from scalerl.db.limits import SEED_MAX, STEP_MAX, name_problem
 from scalerl.db.records import ReplayReport, WriteOutcome
+from scalerl.harness.axes import COMPUTE_UNITS
 
 if TYPE_CHECKING:
     from scalerl.db.store import PointRow, Store
@@ -132,7 +133,6 @@ def read_batches(path: Path) -> Iterator[tuple[str, int, list[PointRow]]]:
 
 QUARANTINE_DIR = "quarantine"
 _FLAGS = {"nan", "+inf", "-inf"}
-_COMPUTE = ("gpu_hours", "flops", "tokens", "samples", "wall_s")
 
 
 def _parse_line(raw: bytes) -> tuple[str, int, list[Any]]:
@@ -179,7 +179,7 @@ def check_row(row: Any) -> tuple[PointRow | None, str | None]:
             return None, f"value {value!r} is not a number"
         if not math.isfinite(value):
             flag, value = ("nan" if value != value else "+inf" if value > 0 else "-inf"), None
-    for unit, amount in zip(_COMPUTE, compute, strict=True):
+    for unit, amount in zip(COMPUTE_UNITS, compute, strict=True):
         if amount is not None and not (_number(amount) and math.isfinite(amount)):
             return None, f"compute {unit}={amount!r} is not a finite number"
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= SEED_MAX):

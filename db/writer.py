@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 
 from scalerl.db.errors import StoreError, scrub
 from scalerl.db.limits import NAME_MAX, STEP_MAX, check_name, step_problem
-from scalerl.db.models import COMPUTE_UNITS
 from scalerl.db.spool import SpoolFile, spool_dir
+from scalerl.harness.axes import COMPUTE_UNITS
 
 if TYPE_CHECKING:
     from pathlib import Path

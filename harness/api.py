@@ -19,7 +19,7 @@
     list_sweeps(db="sqlite:///demo.db")  # every sweep in a store, its runs counted by status
 
 Every method calls the functions the CLI handlers call (``scalerl.harness.recipe``,
-``scalerl.harness.execution``, ``scalerl.harness.search``, ``scalerl.harness.analysis.sweep``,
+``scalerl.harness.execution``, ``scalerl.harness.search``, ``scalerl.harness.analysis.verdicts.service``,
 ``scalerl.harness.report``), so a notebook and the command line plan the same run ids and write the
 same rows. Nothing here prints.
 
@@ -85,7 +85,8 @@ class FitResult:
     verdicts: pd.DataFrame
     notes: tuple[str, ...] = ()
     saved: bool = False
-    analysis: Any = field(default=None, repr=False)  # scalerl.harness.analysis.verdicts.SweepAnalysis | None
+    # scalerl.harness.analysis.verdicts.types.SweepAnalysis | None
+    analysis: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -251,20 +252,17 @@ class Sweep:
 
     def _spec_in_store(self) -> dict[str, Any]:
         if self._stored_spec is None:
-            from scalerl.db import queries
+            from scalerl.harness.lookup import require_sweep
 
-            known = queries.sweeps(self.store())
-            match = known[known["name"] == self.name]
-            if match.empty:
-                names = [str(n) for n in known["name"]]
-                raise ConfigError(
-                    "no such sweep in the store",
-                    field="sweep",
-                    value=self.name,
-                    fix=f"use one of {names}, pass db=URL, or launch it first",
-                )
-            self._stored_spec = dict(match.iloc[0]["spec"] or {})
+            # An unknown name: NotFoundError (a ConfigError), listing the known ones.
+            self._stored_spec = require_sweep(self.store(), self.name, how="db=URL, or launch it first")
         return self._stored_spec
+
+    def _require_metric(self, metric: str) -> None:
+        """A metric no run logged fails naming this API's argument, not the CLI's flag."""
+        from scalerl.harness.lookup import require_metric
+
+        require_metric(self.store("readonly"), self.name, metric, how="metric=NAME")
 
     def _metric(self, metric: str | None) -> str:
         if metric:
@@ -275,8 +273,8 @@ class Sweep:
 
     def _metric_axis(self, metric: str | None, axis: str | None) -> tuple[str, str]:
         """The metric and axis ``scalerl fit`` / ``forecast`` use when not given: the stored
-        sweep's defaults (:func:`scalerl.harness.analysis.sweep.resolve_request`)."""
-        from scalerl.harness.analysis.sweep import FitRequest, resolve_request
+        sweep's defaults (:func:`scalerl.harness.analysis.verdicts.service.resolve_request`)."""
+        from scalerl.harness.analysis.verdicts.service import FitRequest, resolve_request
 
         m, x, _, _ = resolve_request(FitRequest(metric=metric, axis=axis), self._spec_in_store())
         return m, x
@@ -525,7 +523,10 @@ class Sweep:
         last point of ``metric`` (default: the sweep's, as ``scalerl fit`` picks it): ``value``,
         its ``step``, its ``compute`` on ``axis`` and ``n_points`` (NaN / 0 for a run that logged
         none); the stored per-run fit of that metric and axis (``a``, ``b``, ``c_mid``,
-        ``fit_status``; NaN / None before ``scalerl fit`` or :meth:`fit`); then ``params.<key>``,
+        ``fit_status``; NaN / None before ``scalerl fit`` or :meth:`fit`); where an imported run
+        came from, ``source`` (``mlflow:<tracking URI>#<experiment>``, ``wandb:ENTITY/PROJECT/ID``,
+        ``wandb-offline:<run dir>``, ``file:<path>``; no password) and ``source_run_id`` (the
+        MLflow or W&B run id; None for a file, or a run the harness trained); then ``params.<key>``,
         one column per leaf of the run's config flattened to dotted keys (``params.optimizer.lr``,
         ``params.knobs.loss.choice``; an imported run's source params: ``params.lr``, and its tags
         ``tags.<key>``). ``frame.attrs`` holds the ``metric`` and ``axis``. Four reads, none per run."""
@@ -550,6 +551,9 @@ class Sweep:
         for col in ("value", "compute", "a", "b", "c_mid"):
             frame[col] = frame[col].astype("float64")
         configs = queries.run_configs(store, self.name)
+        links = [source_link(configs.get(str(rid)) or {}) for rid in frame["run_id"]]
+        frame["source"] = [link[0] for link in links]
+        frame["source_run_id"] = [link[1] for link in links]
         flat = [_run_params(configs.get(str(rid)) or {}) for rid in frame["run_id"]]
         keys = sorted({k for row in flat for k in row})
         if keys:
@@ -584,10 +588,11 @@ class Sweep:
 
         from scalerl import db
         from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS
-        from scalerl.harness.analysis.fitters import get_fitter
-        from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
+        from scalerl.harness.analysis.fit.fitters import get_fitter
+        from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep, save_fits
 
         get_fitter(method)  # an unknown name fails before the store is read
+        self._require_metric(self._metric_axis(metric, axis)[0])
         req = FitRequest(
             metric=metric,
             axis=axis,
@@ -635,16 +640,17 @@ class Sweep:
         when at least 2 of them have a fitted ceiling (the frame's ``method`` column says
         ``sweep``); ``siblings=False`` forecasts each from its own points (``--no-siblings``).
         Metric and axis default to the sweep's, as in :meth:`fit`. ``bounds`` (``--bounds``):
-        ``"auto"`` clips a rate (``val/pass_rate``, an accuracy; scalerl.harness.analysis.bounds) to
+        ``"auto"`` clips a rate (``val/pass_rate``, an accuracy; scalerl.harness.analysis.forecast.bounds) to
         [0, 1], ``(lo, hi)`` clips to those, None never clips. Reads only; raises
         AnalysisError when the sweep has no point of the metric on the axis."""
         import math
 
         import pandas as pd
 
-        from scalerl.harness.analysis.bounds import check_bounds
-        from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION
-        from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds
+        from scalerl.harness.analysis.forecast.bounds import check_bounds
+        from scalerl.harness.analysis.forecast.calibrations import DEFAULT_CALIBRATION
+        from scalerl.harness.analysis.forecast.service import forecast_rows, metric_bounds
+        from scalerl.harness.analysis.groups import load_groups
 
         where = None if at is None else [float(c) for c in ([at] if isinstance(at, int | float) else at)]
         if where is not None and (not where or not all(math.isfinite(c) and c > 0 for c in where)):
@@ -662,6 +668,7 @@ class Sweep:
         if bounds != "auto":
             check_bounds(bounds, field="bounds")  # before the store is read
         m, x = self._metric_axis(metric, axis)
+        self._require_metric(m)
         groups = load_groups(self.store("readonly"), self.name, m, x)
         clip = metric_bounds(m, groups, bounds, field="bounds")
         rows = forecast_rows(groups, where, level=level, reach=reach, siblings=siblings, bounds=clip.bounds)
@@ -698,6 +705,7 @@ class Sweep:
         from scalerl.db.engine import resolve_url
         from scalerl.harness.report.build import load_report_data
 
+        self._require_metric(self._metric(metric))
         return load_report_data(
             self.store("readonly"),
             self.name,
@@ -758,6 +766,24 @@ class Sweep:
         }
 
 
+def source_link(config: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(where a stored run came from, its id there) from its config's ``source``
+    (:attr:`scalerl.harness.importers.base.ImportedCurve.link`); (None, None) for a run the
+    harness trained or one imported before links were kept."""
+    link = config.get("source")
+    if not isinstance(link, Mapping):
+        return None, None
+    tracker, run_id = link.get("tracker"), link.get("run_id")
+    where = {
+        "mlflow": lambda: f"mlflow:{link.get('tracking_uri')}#{link.get('experiment')}",
+        "wandb": lambda: f"wandb:{link.get('path')}",
+        "wandb-offline": lambda: f"wandb-offline:{link.get('run_dir')}",
+        "file": lambda: f"file:{link.get('file')}",
+        "tensorboard": lambda: f"tensorboard:{link.get('dir')}",
+    }.get(str(tracker))
+    return (None if where is None else where()), (None if run_id is None else str(run_id))
+
+
 def _run_params(config: Mapping[str, Any]) -> dict[str, Any]:
     """A run's config as ``params.<dotted key>`` columns (empty sections dropped). An imported run
     (its config names ``imported_from``) shows its source's params and tags, as MLflow's
@@ -784,8 +810,7 @@ def list_sweeps(db: str | None = None) -> pd.DataFrame:
     ``scalerl ls`` does."""
     from scalerl import db as store_api
     from scalerl.db import queries
-    from scalerl.harness.analysis.sweep import fit_defaults
-    from scalerl.harness.cli.browse import source_of
+    from scalerl.harness.analysis.groups import fit_defaults
 
     store = store_api.open_store(db, readonly=True)
     try:
@@ -794,7 +819,7 @@ def list_sweeps(db: str | None = None) -> pd.DataFrame:
         store.close()
     defaults = [fit_defaults(spec) for spec in frame["spec"]]
     metrics, axes = [d[0] for d in defaults], [d[1] for d in defaults]
-    frame.insert(1, "source", [source_of(spec) for spec in frame["spec"]])
+    frame.insert(1, "source", [queries.sweep_source(spec) for spec in frame["spec"]])
     frame.insert(2, "design", [spec.get("design") for spec in frame["spec"]])
     frame.insert(3, "executor", [spec.get("executor") for spec in frame["spec"]])
     frame.insert(4, "metric", metrics)

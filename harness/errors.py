@@ -13,9 +13,10 @@ class HarnessError(Exception):
     """Root of every error the harness raises on purpose.
 
     ``exit_code`` is what the CLI exits with when this error reaches it. The codes (README,
-    "Exit codes"): 1 a run or trial failed, 2 a usage error (argparse), 3 a bad configuration,
-    4 the store, 5 a refused or failed submission, 6 an analysis that cannot be computed, 7 an
-    unreadable import, 130 an interrupt, 141 a closed pipe.
+    "Scripting with --json, and exit codes"): 1 a run or trial failed, 2 a usage error
+    (argparse), 3 a bad configuration or a name that is not in the store (a sweep, a run, a
+    metric), 4 the store, 5 a refused or failed submission, 6 an analysis that cannot be computed,
+    7 an unreadable import, 130 an interrupt, 141 a closed pipe.
     """
 
     exit_code: int = 1
@@ -72,6 +73,11 @@ class ConfigError(HarnessError):
         if self.fix:
             msg += f" (fix: {self.fix})"
         return msg
+
+
+class NotFoundError(ConfigError):
+    """A name the user gave (a sweep, a run, a metric) is not in the store; the message lists what
+    is there and the closest match (:mod:`scalerl.harness.lookup`). Exit 3, like every bad argument."""
 
 
 class StoreError(HarnessError):

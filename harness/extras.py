@@ -12,7 +12,7 @@ from __future__ import annotations
 # Import names of the packages the `analysis` extra installs (pyproject.toml keeps the same list).
 ANALYSIS_PACKAGES = (
     "numpy", "pandas", "scipy", "plotly", "pyarrow", "adbc_driver_sqlite", "optuna", "cmaes", "submitit",
-    "regex",
+    "regex", "rich", "psutil",
 )  # fmt: skip
 ANALYSIS_FIX = "pip install 'scalerl-harness[analysis]'"
 

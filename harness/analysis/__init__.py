@@ -1,92 +1,68 @@
-"""Sigmoid fits (single and batched), bootstrap CIs, seed noise, forecasts and backtests, the power
-law, knob verdicts, and simulated sweeps whose truth is known (:func:`simulate_sweep`, with a
-noise model fitted to real curves by :func:`estimate_noise`). :func:`forecast_curve` is the one
-call for a forecast of a curve's future observations with calibrated intervals;
-:func:`forecast_sweep` forecasts every run of a sweep, each borrowing strength from the others. See DESIGN.md
-§4-§5; the store-facing entry point is :func:`scalerl.harness.analysis.sweep.fit_sweep`.
+"""Fits, forecasts and verdicts of RL training curves (DESIGN.md §4-§5), one subpackage per
+concept:
 
-Importing this package loads numpy only; scipy is imported by the fitters that use it.
+- :mod:`.fit`: the sigmoid ``R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B)``, its fitters, bootstrap
+  intervals, the power law and backtests;
+- :mod:`.noise`: the standard error of every point of a curve;
+- :mod:`.forecast`: a curve's future with calibrated intervals (one curve, or borrowing from its
+  sweep), and the sweep-forecast service ``scalerl forecast``, ``Sweep.forecast`` and the
+  report share;
+- :mod:`.verdicts`: the knob verdicts (one rule for the table, stop-when-decided and the advice)
+  and the sweep-fit service ``scalerl fit`` uses;
+- :mod:`.sim`: simulated sweeps whose truth is known, and the noise model fitted to real curves.
+
+:mod:`.groups` holds a sweep's curves grouped by variant, the input of all of them. Each
+subpackage's docstring maps its modules; how one knob is decided is :mod:`.verdicts.rule`.
+Importing this package loads nothing: the names below come from their modules on first access.
 """
 
-from scalerl.harness.analysis.curve import FitOptions, SigmoidFit, sigmoid_curve
-from scalerl.harness.analysis.fitters import FITTERS, Fitter, fit_sigmoid, fit_sigmoid_many, get_fitter
-from scalerl.harness.analysis.forecast import (
-    Backtest,
-    Forecast,
-    backtest_many,
-    backtest_power_law,
-    forecast_compute_to_reach,
-    forecast_value,
-)
-from scalerl.harness.analysis.forecaster import (
-    CurveForecast,
-    Reach,
-    forecast_curve,
-    forecast_curves,
-    forecast_reach,
-)
-from scalerl.harness.analysis.hierarchical import SweepForecast, forecast_sweep, forecast_with_siblings
-from scalerl.harness.analysis.noise import binomial_se, point_se, residual_se
-from scalerl.harness.analysis.noise_fit import NoiseEstimate, estimate_noise
-from scalerl.harness.analysis.power import mde, seeds_for
-from scalerl.harness.analysis.powerlaw import PowerLawFit, fit_power_law
-from scalerl.harness.analysis.simulate import (
-    CurveTruth,
-    NoiseModel,
-    SimulatedSweep,
-    SweepDesign,
-    VariantTruth,
-    simulate_sweep,
-    write_sweep,
-)
-from scalerl.harness.analysis.uncertainty import BootstrapResult, bootstrap_fits, pool, seed_noise
-from scalerl.harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
+from typing import TYPE_CHECKING
+
+from scalerl import lazy_getattr
+
+if TYPE_CHECKING:
+    from scalerl.harness.analysis.fit.curve import FitOptions, SigmoidFit, sigmoid_curve
+    from scalerl.harness.analysis.fit.fitters import fit_sigmoid, fit_sigmoid_many
+    from scalerl.harness.analysis.forecast.ensemble import forecast_curve, forecast_curves
+    from scalerl.harness.analysis.forecast.reach import forecast_reach
+    from scalerl.harness.analysis.forecast.sweep_prior import forecast_sweep, forecast_with_siblings
+    from scalerl.harness.analysis.groups import VariantCurves
+    from scalerl.harness.analysis.verdicts.pipeline import classify
+    from scalerl.harness.analysis.verdicts.types import Verdict, VerdictOptions
 
 __all__ = [
-    "FITTERS",
-    "Backtest",
-    "BootstrapResult",
-    "CurveForecast",
-    "CurveTruth",
     "FitOptions",
-    "Fitter",
-    "Forecast",
-    "NoiseEstimate",
-    "NoiseModel",
-    "PowerLawFit",
-    "Reach",
     "SigmoidFit",
-    "SimulatedSweep",
-    "SweepDesign",
-    "SweepForecast",
     "VariantCurves",
-    "VariantTruth",
     "Verdict",
     "VerdictOptions",
-    "backtest_many",
-    "backtest_power_law",
-    "binomial_se",
-    "bootstrap_fits",
     "classify",
-    "estimate_noise",
-    "fit_power_law",
     "fit_sigmoid",
     "fit_sigmoid_many",
-    "forecast_compute_to_reach",
     "forecast_curve",
     "forecast_curves",
     "forecast_reach",
     "forecast_sweep",
-    "forecast_value",
     "forecast_with_siblings",
-    "get_fitter",
-    "mde",
-    "point_se",
-    "pool",
-    "residual_se",
-    "seed_noise",
-    "seeds_for",
     "sigmoid_curve",
-    "simulate_sweep",
-    "write_sweep",
 ]
+
+__getattr__ = lazy_getattr(
+    "scalerl.harness.analysis",
+    {
+        "FitOptions": "scalerl.harness.analysis.fit.curve",
+        "SigmoidFit": "scalerl.harness.analysis.fit.curve",
+        "VariantCurves": "scalerl.harness.analysis.groups",
+        "Verdict": "scalerl.harness.analysis.verdicts.types",
+        "VerdictOptions": "scalerl.harness.analysis.verdicts.types",
+        "classify": "scalerl.harness.analysis.verdicts.pipeline",
+        "fit_sigmoid": "scalerl.harness.analysis.fit.fitters",
+        "fit_sigmoid_many": "scalerl.harness.analysis.fit.fitters",
+        "forecast_curve": "scalerl.harness.analysis.forecast.ensemble",
+        "forecast_curves": "scalerl.harness.analysis.forecast.ensemble",
+        "forecast_reach": "scalerl.harness.analysis.forecast.reach",
+        "forecast_sweep": "scalerl.harness.analysis.forecast.sweep_prior",
+        "forecast_with_siblings": "scalerl.harness.analysis.forecast.sweep_prior",
+        "sigmoid_curve": "scalerl.harness.analysis.fit.curve",
+    },
+)

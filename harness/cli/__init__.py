@@ -12,6 +12,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -29,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "scalerl.harness.cli.report",  # report
     "scalerl.harness.cli.store",  # db upgrade / replay / current
     "scalerl.harness.cli.ingest",  # import (W&B CSV, TensorBoard, parsed CSV)
+    "scalerl.harness.cli.export",  # export (fits, forecasts, verdicts back to MLflow / W&B)
     "scalerl.harness.cli.browse",  # ls, logs
 )
 
@@ -40,11 +42,41 @@ class _Parser(argparse.ArgumentParser):
     json_errors = False  # set by main() when the command line holds --json
 
     def error(self, message: str) -> NoReturn:
+        message = _suggest(message)
         if _Parser.json_errors:
             from scalerl.harness.cli import output
 
             output.usage_error(f"{self.prog}: {message}")
         super().error(message)
+
+
+# `scalerl fti`: argparse's "invalid choice: 'fti' (choose from ...)" gains the closest command.
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
+def _suggest(message: str) -> str:
+    from scalerl.harness.lookup import did_you_mean
+
+    m = _INVALID_CHOICE.search(message)
+    if m is None:
+        return message
+    hint = did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+    return f"{message}; {hint}" if hint else message
+
+
+SWEEP_ENV = "SCALERL_SWEEP"
+
+
+def _sweep_from_env(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """A command that names a sweep (``status``, ``fit``, ``forecast``, ``report``, ``cancel``,
+    ``export``, ``import --sweep``) takes it from ``$SCALERL_SWEEP`` when not given, as the notebooks
+    do; with neither it is a usage error naming both."""
+    if not hasattr(args, "sweep") or args.sweep is not None:
+        return
+    name = os.environ.get(SWEEP_ENV, "").strip()
+    if not name:
+        parser.error(f"scalerl {args.command}: which sweep? (pass SWEEP, or set ${SWEEP_ENV})")
+    args.sweep = name
 
 
 def _version() -> str:
@@ -106,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(tokens)
     args.verbose = verbose
     args.json = as_json
+    _sweep_from_env(args, parser)
     if extra:
         target = next((n for n in ("overrides", "rest") if isinstance(getattr(args, n, None), list)), None)
         stray = [tok for tok in extra if tok.startswith("-") or "=" not in tok]
@@ -141,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     """Run a command; every error it can cause becomes a line on stderr (and, under --json, the
-    error document on stdout) and its exit code (README, "Exit codes")."""
+    error document on stdout) and its exit code (README, "Scripting with --json, and exit codes")."""
     from scalerl.db.redaction import scrub
     from scalerl.harness.cli import output
 

@@ -7,13 +7,11 @@ import sys
 import time
 from typing import Any
 
-from scalerl.harness.cli.args import non_negative_int, real
+from scalerl.harness.argtypes import non_negative_int, real
 from scalerl.harness.cli.output import emit
 
 LINGER_S = 120.0  # `logs -f`: how long a job may go on writing after its run ended
 _DB_HELP = "store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)"
-# Where a sweep's runs came from, read off its stored spec.
-_SOURCES = {"import": "import", "attach": "attach"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,16 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     lg.set_defaults(func=_logs)
 
 
-def source_of(spec: dict[str, Any]) -> str:
-    """Where a sweep came from: its spec says ``source`` (imports, attached runs), ``kind: adhoc``
-    (``scalerl train``) or is a recipe sweep's full spec (it has a ``design``)."""
-    if spec.get("source") is not None:
-        return _SOURCES.get(str(spec["source"]), str(spec["source"]))
-    if spec.get("kind") == "adhoc":
-        return "train"
-    return "recipe" if "design" in spec else "-"
-
-
 def _ls(args: argparse.Namespace) -> int:
     from scalerl import db
     from scalerl.db import queries
@@ -76,7 +64,7 @@ def _ls(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = [
         {
             "name": str(r["name"]),
-            "source": source_of(r["spec"] or {}),
+            "source": queries.sweep_source(r["spec"] or {}),
             "created_at": _iso(r["created_at"]),
             "last_event": _iso(r["last_event"]),
             "runs": int(r["n_runs"]),

@@ -6,7 +6,9 @@ import argparse
 import math
 from typing import Any
 
-from scalerl.harness.cli.args import real, whole
+from scalerl.harness.analysis.verdicts.rule import MARGIN
+from scalerl.harness.argtypes import real, whole
+from scalerl.harness.axes import FIT_AXES
 
 MAX_BOOT = 100_000  # replicates: more would only eat memory and time, never sharpen an interval
 
@@ -19,11 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "pooled over seeds, with bootstrap CIs; compare each LOO variant with the baseline; store the "
         "fits and verdicts. Defaults come from the sweep's `fit` section when it has one.",
     )
-    p.add_argument("sweep", metavar="SWEEP")
+    p.add_argument("sweep", metavar="SWEEP", nargs="?", help="sweep name (default: $SCALERL_SWEEP)")
     p.add_argument("--metric", help="point metric (default: the sweep's fit.metric, else val/pass_rate)")
     p.add_argument(
         "--axis",
-        choices=("gpu_hours", "flops", "tokens", "samples", "step"),
+        choices=FIT_AXES,
         help="compute axis (default: the sweep's fit.axis, else flops)",
     )
     win = p.add_mutually_exclusive_group()
@@ -39,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--margin",
         type=real(0.0, 1.0, hi_open=True),
-        help="minimum |dA| for an asymptote-mover, in [0, 1) (default 0.02)",
+        help=f"minimum |dA| for an asymptote-mover, in [0, 1) (default {MARGIN:g})",
     )
     p.add_argument(
         "--seed-sd",
@@ -61,7 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help=f"bootstrap replicates, 10 to {MAX_BOOT} (default 200)",
     )
-    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print {sweep, metric, axis, saved, notes, fits, verdicts: [...]} as JSON (the store's "
+        "column names: d_a, d_a_lo, ...)",
+    )
     p.add_argument(
         "--no-save",
         action="store_true",
@@ -88,9 +95,13 @@ def _clean(v: Any) -> Any:
 
 def _fit(args: argparse.Namespace) -> int:
     from scalerl import db
-    from scalerl.harness.analysis.fitters import get_fitter
-    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep, save_fits
-    from scalerl.harness.cli.forecast import forecast_rows, load_groups, metric_bounds, print_rows
+    from scalerl.harness.analysis.fit.fitters import get_fitter
+    from scalerl.harness.analysis.forecast.service import forecast_rows, metric_bounds
+    from scalerl.harness.analysis.groups import load_groups
+    from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep, resolve_request, save_fits
+    from scalerl.harness.cli.busy import activity
+    from scalerl.harness.cli.forecast import print_rows
+    from scalerl.harness.lookup import require_metric, require_sweep
 
     get_fitter(args.method)  # unknown names fail before touching the store
     req = FitRequest(
@@ -108,7 +119,10 @@ def _fit(args: argparse.Namespace) -> int:
     store = db.open_store(args.db, create=False)
     unsaved = None
     try:
-        result = fit_sweep(store, args.sweep, req, write=False)
+        spec = require_sweep(store, args.sweep)
+        require_metric(store, args.sweep, resolve_request(req, spec)[0])
+        with activity(f"fitting sweep {args.sweep}", as_json=args.json):
+            result = fit_sweep(store, args.sweep, req, write=False)
         if args.no_save:
             unsaved = "not saved (--no-save)"
         else:
@@ -118,20 +132,29 @@ def _fit(args: argparse.Namespace) -> int:
                 unsaved = f"not saved: the store is read-only ({store.url})"
         # The same forecasts as `scalerl forecast` (issue 12): each variant's seeds pooled.
         groups = None if args.json else load_groups(store, args.sweep, result.metric, result.axis)
-        sweeps = db.queries.sweeps(store)
-        spec = dict(sweeps.loc[sweeps["name"] == args.sweep, "spec"].iloc[0] or {})
     finally:
         store.close()
     rows = result.verdict_rows
     if args.json:
-        # The store's column names, plus the short dA / dB a reader (or jq) expects first.
-        out = [
-            {"dA": _clean(r["d_a"]), "dB": _clean(r["d_b"])} | {k: _clean(v) for k, v in r.items()}
-            for r in rows
-        ]
+        # An object like every command's (README, "Scripting with --json, and exit codes"), keyed
+        # by the store's
+        # column names (d_a, d_a_lo, ...), one spelling each.
         from scalerl.harness.cli.output import emit
 
-        emit(out)
+        emit(
+            {
+                "sweep": result.sweep,
+                "metric": result.metric,
+                "axis": result.axis,
+                "saved": unsaved is None,
+                "notes": list(result.notes),
+                "fits": {
+                    "total": len(result.fit_rows),
+                    "ok": sum(r["status"] == "ok" for r in result.fit_rows),
+                },
+                "verdicts": [{k: _clean(v) for k, v in r.items()} for r in rows],
+            }
+        )
         return 0
     n_ok = sum(r["status"] == "ok" for r in result.fit_rows)
     print(
@@ -184,7 +207,13 @@ def _fit(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1])
-    if groups and result.analysis is not None:
+    if not rows:
+        # No verdict was made (no baseline to compare with): nothing is "decided" either.
+        print(
+            "no knob verdicts: the sweep has no single baseline variant to compare with (an imported "
+            "sweep gets one from a mapping: scalerl import ... --baseline-run NAME)"
+        )
+    elif groups and result.analysis is not None:
         _print_next(result.analysis, groups, spec)
     if groups:
         clip = metric_bounds(result.metric, groups)  # the rule `scalerl forecast` applies by default
@@ -197,17 +226,15 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _print_next(analysis: Any, groups: Any, spec: dict[str, Any]) -> None:
-    """The knobs that are not decided (scalerl.harness.analysis.decision), and what would decide each."""
+    """The knobs that are not decided (scalerl.harness.analysis.verdicts.next_steps), and what
+    would decide each."""
     import numpy as np
 
-    from scalerl.harness.analysis.decision import what_decides
+    from scalerl.harness.analysis.verdicts.next_steps import what_decides
 
     base = [name for name, g in groups.items() if g.knob is None]
     reached = {name: float(max(np.nanmax(c) for c, _ in g.curves)) for name, g in groups.items()}
-    from scalerl.harness.analysis.spending import sweep_level
-
-    level = sweep_level(spec.get("fit"))
-    steps = what_decides(analysis, base[0] if len(base) == 1 else "", reached, level=level)
+    steps = what_decides(analysis, base[0] if len(base) == 1 else "", reached)
     if not steps:
         print("every knob is decided (no interval straddles its threshold)")
         return

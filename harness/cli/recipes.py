@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scalerl.harness.cli.args import non_negative_int
+from scalerl.harness.argtypes import non_negative_int
 from scalerl.harness.cli.output import emit
 from scalerl.harness.errors import ConfigError
 

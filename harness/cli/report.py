@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from scalerl.harness.cli.args import whole
+from scalerl.harness.argtypes import whole
+from scalerl.harness.axes import FIT_AXES
 from scalerl.harness.errors import ConfigError
 
 
@@ -21,14 +22,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             "on the axis), it says what is missing, writes nothing and exits 6."
         ),
     )
-    p.add_argument("sweep", metavar="SWEEP", help="sweep name (see `scalerl status`)")
+    p.add_argument(
+        "sweep", metavar="SWEEP", nargs="?", help="sweep name (see `scalerl ls`; default: $SCALERL_SWEEP)"
+    )
     p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default: %(default)s)")
     p.add_argument("--db", default=None, metavar="URL",
                    help="store URL (default: $SCALERL_DB_URL, else sqlite:///./scalerl.db)")  # fmt: skip
     p.add_argument("--metric", default=None,
                    help="metric to plot and fit (default: the sweep's fit.metric, "
                    "else val/pass_rate)")  # fmt: skip
-    p.add_argument("--axis", default=None, choices=("gpu_hours", "flops", "tokens", "samples", "step"),
+    p.add_argument("--axis", default=None, choices=FIT_AXES,
                    help="compute axis (default: the stored fits' axis, else the sweep's fit.axis, "
                    "else flops)")  # fmt: skip
     p.add_argument("--max-points", type=whole(10, 1_000_000), default=400, metavar="N",
@@ -40,7 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_report(args: argparse.Namespace) -> int:
     from scalerl import db
     from scalerl.db.engine import resolve_url
+    from scalerl.harness.analysis.groups import fit_defaults
+    from scalerl.harness.cli.busy import activity
     from scalerl.harness.errors import AnalysisError
+    from scalerl.harness.lookup import require_metric, require_sweep
     from scalerl.harness.report.build import load_report_data, missing_fits
     from scalerl.harness.report.document import render_html
 
@@ -54,14 +60,18 @@ def run_report(args: argparse.Namespace) -> int:
         raise ConfigError("the output folder does not exist", field="--output", value=str(out),
                           fix=f"create {out.parent} first or pick another path")  # fmt: skip
     store = db.open_store(args.db, readonly=True)  # a report never writes, nor creates a store
-    data = load_report_data(
-        store, args.sweep, metric=args.metric, axis=args.axis,
-        store_kind=resolve_url(args.db).get_backend_name(), max_points_per_run=args.max_points,
-    )  # fmt: skip
-    missing = missing_fits(data)
-    if missing is not None:  # a page of curves on an empty axis would pass for a report
-        raise AnalysisError(missing)
-    page = render_html(data)
+    spec = require_sweep(store, args.sweep)
+    require_metric(store, args.sweep, args.metric or fit_defaults(spec)[0])
+    with activity(f"reading sweep {args.sweep}", as_json=args.json) as busy:
+        data = load_report_data(
+            store, args.sweep, metric=args.metric, axis=args.axis,
+            store_kind=resolve_url(args.db).get_backend_name(), max_points_per_run=args.max_points,
+        )  # fmt: skip
+        missing = missing_fits(data)
+        if missing is not None:  # a page of curves on an empty axis would pass for a report
+            raise AnalysisError(missing)
+        busy.step(f"drawing {len(data.runs)} runs")
+        page = render_html(data)
     from scalerl.harness.atomicio import write_atomic
 
     try:

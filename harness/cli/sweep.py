@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scalerl.harness.cli.args import real, whole
+from scalerl.harness.argtypes import real, whole
 from scalerl.harness.cli.output import emit
 
 
@@ -58,13 +58,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_sweep)
 
     s = sub.add_parser("status", help="sync job states into the store and print the sweep's runs")
-    s.add_argument("sweep", metavar="SWEEP", help="sweep name (or its YAML file)")
+    s.add_argument(
+        "sweep", metavar="SWEEP", nargs="?", help="sweep name (or its YAML file; default: $SCALERL_SWEEP)"
+    )
     s.add_argument("--db", help="store URL")
     s.add_argument("--json", action="store_true", help="print {sweep, counts, runs: [...]} as JSON")
     s.set_defaults(func=_status)
 
     c = sub.add_parser("cancel", help="cancel a sweep's unfinished jobs (or one run's)")
-    c.add_argument("sweep", metavar="SWEEP", help="sweep name (or its YAML file)")
+    c.add_argument(
+        "sweep", metavar="SWEEP", nargs="?", help="sweep name (or its YAML file; default: $SCALERL_SWEEP)"
+    )
     c.add_argument("--run", dest="run_id", metavar="RUN_ID", help="only this run")
     c.add_argument("--db", help="store URL")
     c.set_defaults(func=_cancel)
@@ -241,22 +245,16 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _require_sweep(store: Any, name: str) -> None:
-    from scalerl.db import queries
-    from scalerl.harness.errors import ConfigError
+    from scalerl.harness.lookup import require_sweep
 
-    known = queries.sweeps(store)
-    names = [str(n) for n in known["name"]] if not known.empty else []
-    if name not in names:
-        raise ConfigError(
-            "no such sweep in the store", field="SWEEP", value=name, fix=f"use one of {names} or pass --db"
-        )
+    require_sweep(store, name)
 
 
 def _cancel(args: argparse.Namespace) -> int:
     from scalerl import db
     from scalerl.harness.execution.cancel import cancel
 
-    store = db.open_store(args.db)
+    store = db.open_store(args.db, create=False)  # cancelling never creates a store
     name = _sweep_name(args.sweep)
     _require_sweep(store, name)
     done = cancel(store, name, run_id=args.run_id, db_url=args.db)

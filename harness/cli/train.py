@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from scalerl.harness.cli.args import non_negative_int, whole
+from scalerl.harness.argtypes import non_negative_int, whole
 
 if TYPE_CHECKING:
     from scalerl.harness.rl.trainer import TrainResult

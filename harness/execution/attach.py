@@ -53,8 +53,9 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from scalerl.db.limits import SEED_MAX, STEP_MAX, name_problem
-from scalerl.db.models import COMPUTE_UNITS, Point, Run, Sweep, SweepRun
+from scalerl.db.models import Point, Run, Sweep, SweepRun
 from scalerl.db.spool import spool_dir
+from scalerl.harness.axes import COMPUTE_UNITS, FIT_AXES
 from scalerl.harness.errors import ConfigError, ExecutionError, StoreError
 from scalerl.harness.execution import provenance
 from scalerl.harness.recipe.hashing import RUN_ID_HEX, canonical_json
@@ -63,8 +64,6 @@ log = logging.getLogger(__name__)
 EXECUTOR = "attach"  # the run's executor column: what started it
 BASELINE = "baseline"
 SWEEP_SPEC: Mapping[str, Any] = {"source": "attach", "loo": {"baseline_name": BASELINE}}
-# scalerl.harness.analysis.sweep.AXES (not imported: it loads numpy, which a trainer need not have).
-FIT_AXES = ("gpu_hours", "flops", "tokens", "samples", "step")
 ERROR_TAIL_CHARS = 4000
 _WHERE = "client.init"
 

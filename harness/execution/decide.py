@@ -2,19 +2,20 @@
 
 With ``fit.stop_when: decided`` in the sweep file, ``scalerl sweep --wait`` calls a
 :class:`DecideMonitor` on each progress tick. It looks at the sweep only at the interim looks of a
-:class:`~scalerl.harness.analysis.spending.LookPlan` (default: at 25%, 50% and 75% of the runs'
+:class:`~scalerl.harness.analysis.verdicts.spending.LookPlan` (default: at 25%, 50% and 75% of the runs'
 planned compute, each at 99.9%): when a variant's runs (and the baseline's) cross a planned
 fraction, it fits the sweep exactly as ``scalerl fit`` does at that interim level
-(:func:`scalerl.harness.analysis.sweep.fit_sweep`, nothing written) and stops the running runs of
+(:func:`scalerl.harness.analysis.verdicts.service.fit_sweep`, nothing written) and stops the running runs of
 every variant that the look decides, through the executor, as ``scalerl cancel`` does: the job
 checkpoints at its next step boundary and the run is marked ``stopped-decided``, with an event
 carrying the verdict, the look and its level. ``scalerl sweep --extend`` can take such a run
 further from its checkpoint.
 
-The rule is :func:`scalerl.harness.analysis.decision.decided`: a verdict is decided when none of the
-intervals it rests on straddles its threshold (the A margin, 10% of B, a factor 1.1 in C_mid);
-``undecided``, ``unfit`` and ``unstable`` never are. A variant decided at a look keeps that verdict
-(it is not looked at again).
+The rule is the verdicts' own, :func:`scalerl.harness.analysis.verdicts.rule.decided`: a verdict
+is decided when it claims and the rule, run again on the evidence it carries, shows the claim
+(none of the intervals it rests on straddles its threshold: the A margin, 10% of B, a factor 1.1
+in C_mid); ``undecided``, ``unfit`` and ``unstable`` never are. A variant decided at a look keeps
+that verdict (it is not looked at again).
 
 When to look, per variant: its fraction is the smallest ``reached / budget`` over the runs its
 verdict rests on (its own and the baseline's) that have not ended, from each run's stored
@@ -22,11 +23,11 @@ config (``budget``, raised by the latest ``--extend``) and the compute its point
 (:func:`scalerl.db.queries.progress`); it is looked at when that fraction passes a planned look
 it has not had (a look jumped over is skipped, never made up). Where a run's planned size is
 unknown (no budget in its config, no point on the budget's unit), the looks go by point count
-instead (:func:`~scalerl.harness.analysis.spending.looks_by_points`), at most as many.
+instead (:func:`~scalerl.harness.analysis.verdicts.spending.looks_by_points`), at most as many.
 
 The guarantee: every variant gets at most ``k`` interim looks at ``1 - alpha_i`` each, and its
 final verdict (``scalerl fit`` on the full curves) belongs at
-:func:`~scalerl.harness.analysis.spending.final_level` = ``1 - (alpha - k alpha_i)``, so by the
+:func:`~scalerl.harness.analysis.verdicts.spending.final_level` = ``1 - (alpha - k alpha_i)``, so by the
 union bound its chance of a wrong verdict, stopped early or not, is at most ``alpha = 1 -
 fit.confidence`` (given intervals with their nominal coverage). Looking at every new point at
 ``fit.confidence``, as this monitor did before, gave no such bound.
@@ -41,28 +42,29 @@ verdict is ``undecided`` with ``pending == "seeds"`` (both ceilings are measured
 the baseline's have plateaued, and only more seeds would narrow the intervals). Its runs are
 marked ``stopped-decided`` too (no new status, so ``--extend`` and the skip rules treat them alike),
 with an event whose ``rule`` is ``futile`` and whose ``note`` says "more compute cannot decide it;
-~N seeds per variant would ..." (N from the verdict's reason). The baseline stops once every other
-variant is decided or futile. A futility stop spends no alpha: it claims nothing (the look's
-verdict is ``undecided``, and the variant is not looked at again), so it can turn a verdict the
-full sweep would have decided into ``undecided`` but never adds a chance of a wrong one; the look
-plan's bound above is unchanged. What it costs is power: a variant whose intervals more compute
-would still have narrowed (each seed's A tightens as its plateau is sampled longer) ends
-undecided, and seeds, not compute, are what would decide it.
+~N seeds per variant would ..." (N the verdict's ``seeds_needed``, the number its reason prints).
+The baseline stops once every other variant is decided or futile. A futility stop spends no
+alpha: it claims nothing (the look's verdict is ``undecided``, and the variant is not looked at
+again), so it can turn a verdict the full sweep would have decided into ``undecided`` but never
+adds a chance of a wrong one; the look plan's bound above is unchanged. What it costs is power: a
+variant whose intervals more compute would still have narrowed (each seed's A tightens as its
+plateau is sampled longer) ends undecided, and seeds, not compute, are what would decide it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scalerl.harness.analysis.decision import decided
-from scalerl.harness.analysis.spending import LookPlan, looks_by_points, looks_reached
-from scalerl.harness.analysis.verdicts import Verdict
+from scalerl.harness.analysis.verdicts.explain import rule_text, seeds_phrase
+from scalerl.harness.analysis.verdicts.power import DEFAULT_POWER
+from scalerl.harness.analysis.verdicts.rule import decided
+from scalerl.harness.analysis.verdicts.spending import LookPlan, looks_by_points, looks_reached
+from scalerl.harness.analysis.verdicts.types import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -90,18 +92,15 @@ def _event(v: Verdict | None, why: str, confidence: float, points: int) -> dict[
 
 
 FUTILE = "futile"
-_SEEDS = re.compile(r"~\d+ seeds per variant would decide [^;]*|[^;]*no seed count decides it")
 
 
 def futility(v: Verdict) -> str | None:
     """Why more compute cannot decide ``v`` (None: it can, or ``v`` is decided): its verdict is
     ``undecided`` with both ceilings measured (``pending == "seeds"``), so only seeds would narrow
-    its intervals. The words name the seeds the verdict's reason asks for."""
+    its intervals. The words name the seeds the verdict asks for (its ``seeds_needed``)."""
     if v.verdict != "undecided" or v.pending != "seeds":
         return None
-    m = _SEEDS.search(v.reason)
-    seeds = m.group(0).strip() if m else "only more seeds would narrow its intervals"
-    return f"more compute cannot decide it; {seeds}"
+    return f"more compute cannot decide it; {seeds_phrase(v.seeds_needed, v.seeds_now, DEFAULT_POWER)}"
 
 
 def plan_stops(
@@ -126,26 +125,28 @@ def plan_stops(
     base_started = all(all_started[b] for b in baseline)
     verdict_of = {v.variant: v for v in verdicts}
     why: dict[str, str] = {}
+    settled: dict[str, bool] = {}  # decided (or, with settle, futile): the baseline need not wait for it
     stops: list[Stop] = []
     for name, rs in by_variant.items():
         if name in baseline:
             continue
         v = verdict_of.get(name)
+        settled[name] = False
         if v is None or not (all_started[name] and base_started):
             why[name] = "not every seed has points yet" if v is not None else "no verdict yet"
             continue
-        ok, rule = decided(v)
+        ok, rule = decided(v), rule_text(v)
         why[name] = ("decided: " if ok else "undecided: ") + rule
         note = futility(v) if settle and not ok else None
         if note is not None:
             why[name] = f"{FUTILE}: {note}"
+        settled[name] = ok or note is not None
         if ok or note is not None:
             detail = _event(v, rule, confidence, points)
             if note is not None:
                 detail |= {"rule": FUTILE, "note": note, "intervals": rule}
             stops += [Stop(str(r["run_id"]), name, detail) for r in rs if r["status"] == "running"]
-    settled = ("decided", FUTILE) if settle else ("decided",)
-    if why and all(w.startswith(settled) for w in why.values()):
+    if settled and all(settled.values()):
         rule = "every other variant is decided" + (" or futile" if settle else "")
         detail = _event(None, rule, confidence, points)
         stops += [
@@ -164,7 +165,7 @@ def _no_knob(knob: Any) -> bool:
 def fit_verdicts(store: Any, sweep: str, level: float | None = None) -> list[Verdict]:
     """The sweep's verdicts as ``scalerl fit`` computes them (its defaults; nothing written), with
     intervals at ``level`` (None: the sweep's ``fit.confidence``)."""
-    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep
+    from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep
 
     result = fit_sweep(store, sweep, FitRequest(confidence=level), write=False)
     return list(result.analysis.verdicts) if result.analysis is not None else []
@@ -194,7 +195,7 @@ def looks_due(
     by ``--extend``) and the looks each variant has had (``taken``). A variant's fraction is the
     smallest ``reached / budget`` over the runs its verdict rests on (its own and the baseline's)
     that have not ended; with any of those unknown, the looks go by points
-    (:func:`~scalerl.harness.analysis.spending.looks_by_points`). A variant whose runs and the
+    (:func:`~scalerl.harness.analysis.verdicts.spending.looks_by_points`). A variant whose runs and the
     baseline's have all ended is not looked at (its verdict is the final fit's)."""
     from scalerl.db.records import ENDED_STATUSES
 
@@ -299,11 +300,13 @@ class DecideMonitor:
             self.looks[d.variant] = d.looks
         looked = [v for v in verdicts if v.variant in now and v.variant not in self.frozen]
         settled = [*self.frozen.values(), *self.futile.values()]
-        stops, why = plan_stops(runs, [*settled, *looked], confidence=level, settle=self.settle)
+        stops, _ = plan_stops(runs, [*settled, *looked], confidence=level, settle=self.settle)
+        # A looked-at variant has points in all its runs and the baseline's (looks_due), so what
+        # plan_stops said of it is the rule's word on its verdict: decided, or (settle) futile.
         for v in looked:
-            if why.get(v.variant, "").startswith("decided"):
+            if decided(v):
                 self.frozen[v.variant] = v
-            elif why.get(v.variant, "").startswith(FUTILE):
+            elif self.settle and futility(v) is not None:
                 self.futile[v.variant] = v
         decided_now = sum(v.variant in self.frozen for v in looked)
         futile_now = f", {sum(v.variant in self.futile for v in looked)} futile" if self.settle else ""

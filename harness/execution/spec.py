@@ -69,7 +69,7 @@ class RunSpec:
     restart_after: int | None = None
 
     def __post_init__(self) -> None:
-        from scalerl.db.redaction import refuse_secret
+        from scalerl.db.engine import refuse_secret
 
         refuse_secret(self.db_url, where="the run's spec file")
 

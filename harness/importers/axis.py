@@ -23,8 +23,8 @@ so that its run can still be selected or left out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -158,3 +158,120 @@ def merge_losses(a: ImportLosses, b: ImportLosses) -> ImportLosses:
         for r in {*a.examples, *b.examples}
     }
     return ImportLosses(counts, examples, (*a.entries, *b.entries))
+
+
+# The compute units an axis is picked by (the paper's GPU-hours first); a time axis is not one of
+# them: wall time on a shared machine measures the queue as much as the work.
+PICK_UNITS = ("gpu_hours", "flops", "tokens", "samples")
+
+
+@dataclass(frozen=True)
+class AxisChoice:
+    """What :func:`pick_axis` found: the metric to place the curves on (None: the step) and the
+    one line that says why (``scalerl import`` prints it)."""
+
+    metric: str | None
+    unit: str
+    line: str
+    # Metrics named for compute that fall somewhere: per-step counts (``--axis-cumulative``).
+    counts: tuple[str, ...] = ()
+
+
+def pick_axis(results: Sequence[ImportResult]) -> AxisChoice:
+    """The compute axis of runs read on their step, from their logged metrics: a metric named for
+    GPU-hours, FLOPs, tokens or samples (:func:`scalerl.harness.importers.ingest.infer_unit`; a
+    rate such as ``perf/throughput`` never) that every run logs and that never falls in any of
+    them. Of several, the unit first in :data:`PICK_UNITS`; two of the first unit make it
+    ambiguous (none picked: the line names them and ``--axis-column``)."""
+    from scalerl.harness.importers.base import SYSTEM_NAMES, is_step_name
+    from scalerl.harness.importers.ingest import infer_unit
+
+    runs: dict[tuple[str, str | None], dict[str, ImportedCurve]] = {}
+    for r in results:
+        for c in r.curves:
+            runs.setdefault((c.run, c.run_key or c.origin), {})[c.metric] = c
+    units: dict[str, str] = {}
+    for name in sorted({m for got in runs.values() for m in got}):
+        if is_step_name(name) or name in SYSTEM_NAMES:
+            continue
+        try:
+            unit = infer_unit(name)
+        except ImportFormatError:
+            continue
+        if unit in PICK_UNITS:
+            units[name] = unit
+    logged = {m: [got[m] for got in runs.values() if m in got and len(got[m])] for m in units}
+    everywhere = {m: u for m, u in units.items() if runs and len(logged[m]) == len(runs)}
+    # A running total grows: it never falls, and rises at most of its steps (a constant per-step
+    # count never falls either, and is no total).
+    falls = {m: sum(not _grows(c) for c in logged[m]) for m in everywhere}
+    counts = tuple(m for m in everywhere if falls[m])
+    # Placed on the axis, a point needs the axis logged at its step: a candidate that would drop
+    # points is said, not picked (named, it imports with those points counted as lost).
+    missing = {m: _unplaced(runs.values(), m) for m in everywhere if not falls[m]}
+    grows = {m: everywhere[m] for m, n in missing.items() if n == 0}
+    keep_step = "--axis-column C picks one, --axis-column step keeps the step"
+    if not grows:
+        if counts:
+            m = counts[0]
+            return AxisChoice(
+                None,
+                "step",
+                f"axis: the step ({m!r} is named for {units[m]} but is no running total in "
+                f"{falls[m]} of {len(runs)} run(s), as a per-step count is not: --axis-column {m} "
+                "--axis-cumulative sums it; --axis-column C picks another)",
+                counts,
+            )
+        gaps = sorted(missing)
+        partial = sorted(m for m in units if m not in everywhere)
+        if gaps:
+            m = gaps[0]
+            why = (
+                f"{m!r} grows but is not logged at the step of {missing[m]} other point(s): "
+                f"--axis-column {m} imports on it, those points counted as lost"
+            )
+        elif partial:
+            why = f"{', '.join(partial[:3])} named for compute but not logged by every run"
+        else:
+            why = f"no logged metric is named for compute ({', '.join(PICK_UNITS)})"
+        return AxisChoice(None, "step", f"axis: the step ({why}); {keep_step}", counts)
+    best = next(u for u in PICK_UNITS if u in grows.values())
+    top = sorted(m for m, u in grows.items() if u == best)
+    if len(top) > 1:
+        return AxisChoice(
+            None,
+            "step",
+            f"axis: the step ({' and '.join(top)} are both named for {best} and never fall: "
+            f"pass --axis-column with the one to fit on)",
+            counts,
+        )
+    others = sorted(m for m in grows if m != top[0])
+    more = f"; also logged: {', '.join(others)}" if others else ""
+    return AxisChoice(
+        top[0],
+        best,
+        f"axis: {top[0]} ({best}), picked from the logged metrics: named for {best}, logged by all "
+        f"{len(runs)} run(s), never falls{more}; --axis-column C picks another, --axis-column step "
+        "keeps the step",
+        counts,
+    )
+
+
+def _grows(curve: ImportedCurve) -> bool:
+    """Whether a metric read on the step is a running total: it never falls from one logged
+    value to the next, and rises at least at half of its steps."""
+    v = curve.values[np.isfinite(curve.values)]
+    if v.size < 2:
+        return True
+    d = np.diff(v)
+    return bool((d >= 0).all() and (d > 0).mean() >= 0.5)
+
+
+def _unplaced(runs: Iterable[dict[str, ImportedCurve]], axis: str) -> int:
+    """How many points of the other metrics have no finite ``axis`` value at their step."""
+    n = 0
+    for got in runs:
+        ax = got[axis]
+        at = set(ax.steps[np.isfinite(ax.values)].tolist())
+        n += sum(int(np.isin(c.steps, list(at), invert=True).sum()) for m, c in got.items() if m != axis)
+    return n

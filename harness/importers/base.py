@@ -80,6 +80,12 @@ class ImportedCurve:
     # Whether ``x`` is the running total of a per-step count the run logs (``--axis-cumulative``:
     # verl's ``perf/total_num_tokens`` counts each step's tokens), not a value logged as such.
     x_cumulative: bool = False
+    # Where the run lives in its source, so a stored run links back to it (and `scalerl export`
+    # can write back): ``{"tracker": "mlflow", "tracking_uri", "experiment", "run_id"}``,
+    # ``{"tracker": "wandb", "path": "ENTITY/PROJECT/ID", "run_id"}``, ``{"tracker":
+    # "wandb-offline", "run_dir", "run_id", "project"}``, ``{"tracker": "file", "file"}`` or
+    # ``{"tracker": "tensorboard", "dir"}``. No secret: a URI's password is scrubbed.
+    link: Mapping[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.values.size)
@@ -434,10 +440,14 @@ def read_file(
             "(fix: export the file again once the run has logged, or leave it out)"
         )
     origin = str(p.resolve()) if importer.names_from_path else None
+    # A file named after its run may have the run's params beside it (``params.json``, as a
+    # TensorBoard run directory does): a mapping then reads them like MLflow's or W&B's.
+    params = params_beside(p) if importer.names_from_path else {}
+    link = {"tracker": "file", "file": str(p.resolve())}
     result = ImportResult(
         str(p),
         importer.name,
-        tuple(replace(c, origin=origin) for c in curves if len(c)),
+        tuple(replace(c, origin=origin, link=link, params={**params, **c.params}) for c in curves if len(c)),
         log.freeze(keep),
     )
     if logged is None:
@@ -445,6 +455,25 @@ def read_file(
     from scalerl.harness.importers.axis import on_logged_axis
 
     return on_logged_axis([result], logged, cumulative=axis_cumulative)[0]
+
+
+def params_beside(path: Path) -> dict[str, str]:
+    """The flat JSON object in ``params.json`` beside ``path`` (its folder), values as strings
+    (non-strings as JSON); empty when there is none."""
+    import json
+
+    found = path.parent / "params.json"
+    if not found.is_file():
+        return {}
+    try:
+        data = json.loads(found.read_text())
+    except (OSError, ValueError) as err:
+        raise ImportFormatError(
+            f"{found}: cannot read params: {err} (fix: write a flat JSON object)"
+        ) from None
+    if not isinstance(data, dict):
+        raise ImportFormatError(f'{found}: params must be a JSON object (fix: write {{"name": value, ...}})')
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
 
 
 def read_curves(

@@ -47,11 +47,12 @@ from typing import Any
 
 from scalerl.db.limits import NAME_MAX, STEP_MAX, name_problem
 from scalerl.db.spool import note_finish
+from scalerl.harness.axes import COMPUTE_AXES
 from scalerl.harness.errors import ImportFormatError, StoreError
 from scalerl.harness.importers.base import ImportedCurve, check_run_names, is_step_name
 from scalerl.harness.importers.mapping import BASELINE, RunRole
 
-AXIS_UNITS = ("step", "wall_s", "gpu_hours", "flops", "tokens", "samples")
+AXIS_UNITS = ("step", "wall_s", *COMPUTE_AXES)
 
 
 # The words of an axis name that say which compute column it fills (``perf/gpu_hours``: "gpu",
@@ -110,7 +111,7 @@ def import_defaults(
     the only metric, else ``val/pass_rate`` (the reference trainer's), else the one validation
     metric (a name starting ``val``, ``eval``, ``test``; of several, the one verl files under
     ``val-core/``), else none: ``scalerl fit`` then needs ``--metric``."""
-    from scalerl.harness.analysis.sweep import DEFAULT_METRIC
+    from scalerl.harness.analysis.groups import DEFAULT_METRIC
 
     out: dict[str, str] = {}
     notes = []
@@ -180,6 +181,19 @@ def _fail(store: Any, run_id: str, attempt: int, error: str) -> None:
 
 
 @dataclass(frozen=True)
+class LeftOutRun:
+    """A run the import leaves out of the sweep's verdicts for its state (failed, killed): it is
+    still stored, with that state, its params and its link to the source, and no points, so
+    ``scalerl ls``, ``status`` and the report count it instead of showing every run completed.
+    ``curve``: any curve of the run; ``status``: the store status; ``reason``: why it is out."""
+
+    curve: ImportedCurve
+    role: RunRole
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ImportSummary:
     sweep: str
     runs: int
@@ -190,6 +204,8 @@ class ImportSummary:
     # The sweep's ``fit`` defaults after the import (``metric``, ``axis``), and why one is missing.
     defaults: Mapping[str, str] = field(default_factory=dict)
     defaults_note: str | None = None
+    # Runs stored without points because their state left them out of the verdicts (LeftOutRun).
+    left_out_stored: int = 0
 
     def defaults_line(self) -> str:
         """What `scalerl fit SWEEP` will now use without flags, in one line."""
@@ -212,10 +228,14 @@ def import_curves(
     axis_unit: str | None = None,
     roles: Mapping[str, RunRole] | None = None,
     metric: str | None = None,
+    left_out: Sequence[LeftOutRun] = (),
+    progress: Any = None,
 ) -> ImportSummary:
     """Register one run per distinct run name and write its points through the store's writer.
     ``roles`` (run name -> role) places each run in the sweep; it must name every run. The sweep's
-    spec keeps the import's defaults (:func:`import_defaults`; ``metric``: the one asked for)."""
+    spec keeps the import's defaults (:func:`import_defaults`; ``metric``: the one asked for).
+    ``left_out`` runs are stored too, with their state and no points (:class:`LeftOutRun`), unless
+    the store has them already. ``progress(done, total, run)`` is called after each run."""
     from scalerl.db import RunRecord
 
     if axis_unit is not None and axis_unit not in AXIS_UNITS:
@@ -253,6 +273,8 @@ def import_curves(
         ):
             if value is not None:
                 _check_fits(f"run {run!r}: {what}", value, group[0].source)
+    for out in left_out:
+        _check_fits(f"run {out.curve.run!r}: variant", out.role.variant, out.curve.source)
     defaults, note = import_defaults([c.metric for c in curves], list(units.values()), metric)
     spec: dict[str, Any] = {"source": "import"}
     if roles is not None:
@@ -260,7 +282,7 @@ def import_curves(
     before = _spec_of(store, sweep)
     store.ensure_sweep(sweep, {**spec, "fit": defaults} if defaults else spec)
     new_runs = points = 0
-    for run, group in by_run.items():
+    for done, (run, group) in enumerate(by_run.items(), 1):
         unit = units[run]
         # step -> (metrics, compute): every metric logged at a step shares that step's compute.
         steps: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
@@ -289,6 +311,8 @@ def import_curves(
         status = group[-1].status  # selection made every curve of a run agree; else the last part
         if group[-1].source_status is not None:
             config["source_status"] = group[-1].source_status
+        if group[0].link:  # where the run lives: runs_dataframe()'s source, `scalerl export`'s target
+            config["source"] = dict(group[0].link)
         new_runs += bool(
             store.register_run(
                 RunRecord(
@@ -328,6 +352,9 @@ def import_curves(
         points += writer.points_written
         if status != "running":  # a run still going stays running, as start_attempt left it
             store.finish_run(run_id, attempt, status)
+        if progress is not None:
+            progress(done, len(by_run), run)
+    stored_out = _store_left_out(store, sweep, left_out)
     # Only once every run is in: a failed import leaves the defaults as they were.
     fit = dict((before or {}).get("fit") or {})
     if before is not None and before.get("source") == "import" and {**fit, **defaults} != fit:
@@ -346,7 +373,44 @@ def import_curves(
         tuple(sorted({c.metric for c in curves})),
         defaults,
         note,
+        stored_out,
     )
+
+
+def _store_left_out(store: Any, sweep: str, runs: Sequence[LeftOutRun]) -> int:
+    """Register each left-out run (:class:`LeftOutRun`) that the store does not hold yet, ended in
+    its state with the reason as its error; returns how many were stored."""
+    from scalerl.db import RunRecord
+
+    stored = 0
+    for out in runs:
+        c, role = out.curve, out.role
+        run_id = run_id_for(sweep, c.run_key or c.run, role.seed)
+        config: dict[str, Any] = {"imported_from": [c.source], "run": c.run, "left_out": out.reason}
+        if c.params:
+            config["params"] = dict(c.params)
+        if c.tags:
+            config["tags"] = dict(c.tags)
+        if c.source_status is not None:
+            config["source_status"] = c.source_status
+        if c.link:
+            config["source"] = dict(c.link)
+        record = RunRecord(
+            run_id=run_id,
+            sweep=sweep,
+            variant=role.variant,
+            seed=role.seed,
+            config=config,
+            config_hash=run_id.split("-", 1)[0],
+            knob=role.knob,
+            alternative=role.alternative,
+        )
+        if not store.register_run(record):
+            continue  # imported before (with --include-failed, say): its points and state stay
+        attempt = store.start_attempt(run_id, executor="import", job_id=None, host=socket.gethostname())
+        store.finish_run(run_id, attempt, out.status, error=f"left out of the import: {out.reason}")
+        stored += 1
+    return stored
 
 
 def _spec_of(store: Any, sweep: str) -> dict[str, Any] | None:

@@ -16,6 +16,17 @@ says which params hold what:
   run name): the runs that make up the variant ``baseline`` (no knob), which the store's sweep
   analysis compares every other variant with.
 
+- ``infer`` (``--baseline-run NAME`` without ``--variant-from``, or ``infer: true`` in the file):
+  the knob is found from the params, as a lab reads a leave-one-out: a run's knob is the one
+  param whose value differs from the baseline runs' (``kl_coef``: variant ``kl_coef=0.0``). Params
+  that are no knob are left out of the comparison: the ``seed`` param, tags, those listed in
+  ``ignore`` (``--ignore-param``), those that differ between the baseline's own runs (an output
+  folder, a run name) and those whose value differs in every run (an id). A run that differs
+  in no param is a baseline run; one that differs in several is no LOO variant: skipped and
+  listed with the params that differ (``strict``: an error). Values compare as logged, or as the
+  same number (``1e-3`` is ``0.001``). :meth:`RunMapping.inferred` says which params were compared
+  and which left out (``scalerl import --dry-run`` prints it).
+
 YAML form (``--map map.yaml``)::
 
     run_regex: '(?P<loss>\\w+)_s(?P<seed>\\d+)'   # optional
@@ -38,7 +49,7 @@ import fnmatch
 import math
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -49,7 +60,10 @@ from scalerl.harness.errors import ConfigError
 REGEX_TIMEOUT_S = 2.0
 
 BASELINE = "baseline"
-_KEYS = ("run_regex", "knob", "alternative", "variant", "seed", "baseline", "baseline_run")
+_KEYS = (
+    "run_regex", "knob", "alternative", "variant", "seed", "baseline", "baseline_run", "infer", "ignore",
+)  # fmt: skip
+ABSENT = "<unset>"  # the alternative of a run that lacks a param the baseline sets
 
 
 class UnmatchedRun(ConfigError):
@@ -77,11 +91,26 @@ class RunMapping:
     run_regex: str | None = None
     # Where the mapping came from, for error messages: a file path or the flags.
     origin: str = "flags"
+    # The knob is the one param that differs from the baseline's (module docstring).
+    infer: bool = False
+    ignore: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.variant is None and (self.knob is None or self.alternative is None):
+        if self.infer:
+            if self.variant is not None or self.knob is not None or self.alternative is not None:
+                self._fail(
+                    "infer",
+                    True,
+                    "an inferred knob excludes variant and knob/alternative",
+                    "drop infer, or drop variant/knob/alternative",
+                )
+        elif self.variant is None and (self.knob is None or self.alternative is None):
             self._fail(
-                "knob", self.knob, "the mapping names no variant", "set knob and alternative, or variant"
+                "knob",
+                self.knob,
+                "the mapping names no variant",
+                "set knob and alternative, or variant, or infer: true (the param that differs from "
+                "the baseline)",
             )
         if self.variant is not None and (self.knob is not None or self.alternative is not None):
             self._fail(
@@ -159,11 +188,12 @@ class RunMapping:
         ConfigError when a seed is not an integer, no run is a baseline run, or two runs land on
         the same variant and seed."""
         full = {run: self.params_of(run, p) for run, p in runs.items()}
+        reference = self.inferred(runs) if self.infer else None
         parts: dict[str, tuple[str, str | None, str | None]] = {}
         skipped: dict[str, UnmatchedRun] = {}
         for run, params in sorted(full.items()):
             try:
-                parts[run] = self._part(run, params)
+                parts[run] = self._part(run, params, reference)
             except UnmatchedRun as err:
                 if strict:
                     raise
@@ -193,12 +223,81 @@ class RunMapping:
                 roles[run] = RunRole(variant, run_knob, run_alt, seed)
         return roles, {run: err.reason for run, err in skipped.items()}
 
-    def _part(self, run: str, params: Mapping[str, str]) -> tuple[str, str | None, str | None]:
+    def place(
+        self, run: str, params: Mapping[str, str], reference: Inference | None = None
+    ) -> tuple[str, str | None, str | None] | None:
+        """(variant, knob, alternative) of one run, or None where the mapping cannot place it
+        (``reference``: :meth:`inferred` of the runs it is compared with, for ``infer``)."""
+        if self.infer and reference is None:
+            return None
+        try:
+            return self._part(run, self.params_of(run, params), reference)
+        except ConfigError:
+            return None
+
+    def inferred(self, runs: Mapping[str, Mapping[str, str]]) -> Inference:
+        """The baseline's params and which params an inferred knob is read from (``infer``), over
+        ``runs`` (run name -> params). Raises ConfigError when no run is a baseline run."""
+        full = {run: self.params_of(run, p) for run, p in runs.items()}
+        base = {run: p for run, p in full.items() if self.is_baseline(run, p)}
+        if not base:
+            self._no_baseline(full)
+        ignored: dict[str, str] = {}
+        for key in self.ignore:
+            ignored[key] = "--ignore-param"
+        if self.seed is not None:
+            ignored[self.seed] = "the seed"
+        keys = sorted({k for p in full.values() for k in p})
+        for key in keys:
+            if key in ignored:
+                continue
+            if key.startswith("tag:"):
+                ignored[key] = "a tag"
+                continue
+            seen = [p[key] for p in base.values() if key in p]
+            if (seen and len(seen) != len(base)) or len({_canon(v) for v in seen}) > 1:
+                ignored[key] = "differs between the baseline's own runs"
+                continue
+            # An id (a run name, an output folder): text that differs in every run. A number that
+            # does (lr over a one-seed sweep) may well be the knob.
+            values = [p[key] for p in full.values() if key in p]
+            unique = len(values) == len(full) >= 3 and len({_canon(v) for v in values}) == len(full)
+            if unique and not any(_is_number(v) for v in values):
+                ignored[key] = "differs in every run"
+        reference = {
+            k: next(p[k] for p in base.values() if k in p)
+            for k in keys
+            if k not in ignored and any(k in p for p in base.values())
+        }
+        compared = tuple(k for k in keys if k not in ignored)
+        return Inference(reference, compared, ignored)
+
+    def _part(
+        self, run: str, params: Mapping[str, str], reference: Inference | None = None
+    ) -> tuple[str, str | None, str | None]:
         """(variant, knob, alternative) of one run; UnmatchedRun when it lacks a param read."""
         if self.seed is not None:
             self._param(run, params, "seed", self.seed)  # checked here: a run without it is skipped
         if self.is_baseline(run, params):
             return (BASELINE, None, None)
+        if self.infer:
+            assert reference is not None
+            diff = reference.differences(params)
+            if not diff:
+                return (BASELINE, None, None)  # the baseline's config under another name
+            if len(diff) > 1:
+                shown = ", ".join(f"{k} ({v} vs {reference.base.get(k, ABSENT)})" for k, v in diff)
+                raise UnmatchedRun(
+                    f"run {run!r} differs from the baseline in {len(diff)} params: {shown}; a "
+                    "leave-one-out variant changes one",
+                    file=self.origin,
+                    field="infer",
+                    value=run,
+                    fix="--ignore-param NAME for a param that is no knob (an output folder, a run "
+                    "name), or leave the run out (--exclude name:RUN)",
+                )
+            knob, alt = diff[0]
+            return (f"{knob}={alt}", knob, alt)
         if self.variant is not None:
             alt = self._param(run, params, "variant", self.variant)
             return (f"{self.variant}={alt}", self.variant, alt)
@@ -247,19 +346,85 @@ class RunMapping:
         )
 
 
+def _canon(value: str) -> str:
+    """A param value as compared: the same number whatever its spelling (``1e-3``, ``0.001``)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return repr(number) if math.isfinite(number) else str(value)
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Inference:
+    """What an inferred mapping compares: the baseline's value of each param (``base``), the
+    params compared (``compared``) and those left out with why (``ignored``)."""
+
+    base: Mapping[str, str]
+    compared: tuple[str, ...]
+    ignored: Mapping[str, str]
+
+    def differences(self, params: Mapping[str, str]) -> list[tuple[str, str]]:
+        """(param, the run's value) for each compared param where the run differs from the
+        baseline (a param on one side only differs, as ``<unset>``)."""
+        out = []
+        for key in self.compared:
+            mine, base = params.get(key), self.base.get(key)
+            if mine is None and base is None:
+                continue
+            if mine is None or base is None or _canon(mine) != _canon(base):
+                out.append((key, ABSENT if mine is None else mine))
+        return out
+
+    def describe(self) -> str:
+        """One line: what was compared and what was left out."""
+        left = "; ".join(f"{k}: {why}" for k, why in sorted(self.ignored.items()))
+        return f"knob inferred from {', '.join(self.compared) or 'no param'}" + (
+            f" (not compared: {left})" if left else ""
+        )
+
+
 def from_flags(
     variant_from: str | None,
     seed_from: str | None,
     baseline: str | None,
     baseline_run: str | None,
     run_regex: str | None,
+    ignore: Sequence[str] = (),
 ) -> RunMapping:
-    """The mapping of ``--variant-from P [--seed-from S] --baseline V | --baseline-run NAME``."""
+    """The mapping of ``--variant-from P [--seed-from S] --baseline V | --baseline-run NAME``, or
+    with ``--baseline-run NAME`` alone the inferred one (the knob is the param that differs)."""
+    if variant_from is None and baseline_run is not None and baseline is None:
+        return RunMapping(
+            seed=seed_from,
+            baseline_run=baseline_run,
+            run_regex=run_regex,
+            origin="--baseline-run",
+            infer=True,
+            ignore=tuple(ignore),
+        )
     if variant_from is None:
         raise ConfigError(
-            "--seed-from/--baseline/--baseline-run/--run-regex need --variant-from",
+            "--seed-from/--baseline/--run-regex need --variant-from, or --baseline-run NAME to "
+            "find each run's knob as the param that differs from the baseline",
             field="--variant-from",
-            fix="pass --variant-from PARAM, or put the whole mapping in --map map.yaml",
+            fix="pass --baseline-run NAME (the baseline's run name or a glob over its seeds), "
+            "--variant-from PARAM, or put the whole mapping in --map map.yaml",
+        )
+    if ignore:
+        raise ConfigError(
+            "--ignore-param applies to an inferred knob only",
+            field="--ignore-param",
+            value=list(ignore),
+            fix="drop --variant-from (the knob is then the param that differs from --baseline-run)",
         )
     return RunMapping(
         variant=variant_from,
@@ -288,6 +453,18 @@ def load_mapping(path: str | Path) -> RunMapping:
     for key in ("run_regex", "knob", "alternative", "variant", "seed", "baseline_run"):
         if data.get(key) is not None and not isinstance(data[key], str | int):
             raise ConfigError("must be a string", file=str(p), field=key, value=data[key], fix="quote it")
+    infer = data.get("infer", False)
+    if not isinstance(infer, bool):
+        raise ConfigError("must be true or false", file=str(p), field="infer", value=infer, fix="infer: true")
+    ignore = data.get("ignore") or []
+    if not isinstance(ignore, list) or not all(isinstance(k, str) for k in ignore):
+        raise ConfigError(
+            "must be a list of param names",
+            file=str(p),
+            field="ignore",
+            value=ignore,
+            fix="ignore: [output_dir]",
+        )
     base = data.get("baseline") or {}
     if not isinstance(base, dict):
         raise ConfigError(
@@ -310,4 +487,6 @@ def load_mapping(path: str | Path) -> RunMapping:
         baseline_run=opt("baseline_run"),
         run_regex=opt("run_regex"),
         origin=str(p),
+        infer=infer,
+        ignore=tuple(ignore),
     )

@@ -183,6 +183,7 @@ def read_mlflow(
     (:func:`scalerl.harness.importers.axis.on_logged_axis`)."""
     import fnmatch
 
+    from scalerl.db.redaction import scrub
     from scalerl.harness.importers.axis import on_logged_axis
 
     source = f"{PREFIX}{uri}#{experiment}"
@@ -213,6 +214,8 @@ def read_mlflow(
             params = {str(k): str(v) for k, v in r.data.params.items()}
             state = str(r.info.status)
             tags = run_tags(r.data.tags)
+            link = {"tracker": "mlflow", "tracking_uri": scrub(uri), "experiment": experiment,
+                    "run_id": str(r.info.run_id)}  # fmt: skip
             for key in sorted(r.data.metrics):
                 found.add(key)
                 if (
@@ -243,6 +246,7 @@ def read_mlflow(
                     replace(
                         curve,
                         params=params,
+                        link=link,
                         run_key=f"mlflow:{r.info.run_id}",
                         status=run_status(state),
                         source_status=state,

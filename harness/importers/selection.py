@@ -112,6 +112,9 @@ class LeftOut:
     run: str
     status: str
     reason: str
+    # Why: ``state`` (failed or killed: left out of the verdicts, still stored without points by
+    # ``scalerl import``) or ``filter`` (``--only`` / ``--exclude``: the user's choice, not stored).
+    kind: str = "state"
 
 
 @dataclass(frozen=True)
@@ -155,9 +158,9 @@ def select_runs(
         else:
             state = status + (f" ({said})" if said and said != status else "")
         if missed is not None:
-            left.append(LeftOut(run, status, f"does not match --only {missed.text}"))
+            left.append(LeftOut(run, status, f"does not match --only {missed.text}", "filter"))
         elif hit is not None:
-            left.append(LeftOut(run, status, f"matches --exclude {hit.text}"))
+            left.append(LeftOut(run, status, f"matches --exclude {hit.text}", "filter"))
         elif status in LEFT_OUT_STATUSES and not include_failed:
             left.append(
                 LeftOut(run, status, f"{state}: left out of the verdicts (--include-failed keeps it)")

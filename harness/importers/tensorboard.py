@@ -355,7 +355,8 @@ def read_logdir(
         kept = dict(sorted((t, v) for t, v in points.items() if keep(t)))
         curves = _curves(run_dir, run, kept, axis, losses, origin, segments)
         where = str(run_dir.resolve())  # two directories of one name are two runs
-        curves = [replace(c, params=params, origin=where) for c in curves if len(c)]
+        link = {"tracker": "tensorboard", "dir": where}
+        curves = [replace(c, params=params, origin=where, link=link) for c in curves if len(c)]
         results.append(ImportResult(str(run_dir), "tensorboard", tuple(curves), losses.freeze(keep)))
     if logged is not None:
         results = on_logged_axis(results, logged, cumulative=axis_cumulative)

@@ -87,6 +87,8 @@ class _Run:
     tags: Mapping[str, str] = field(default_factory=dict)
     # The part (offline directory) each row came from, for a run resumed offline; empty: one part.
     parts: tuple[int, ...] = ()
+    # Where the run lives (ImportedCurve.link).
+    link: Mapping[str, str] = field(default_factory=dict)
 
 
 # W&B run states (``Run.state`` of the public API) in the store's words. ``crashed`` is W&B's word
@@ -219,6 +221,7 @@ def _read_offline_run(run_dir: Path, losses: LossLog) -> _Run:
     # after an uncaught exception); without one the process is still running or died unwarned.
     state: str | None = None
     rows: list[Mapping[str, Any]] = []
+    project = entity = ""
     files = sorted(run_dir.glob("run-*.wandb"))
     for f in files:
         for i, data in enumerate(_records(f, losses)):
@@ -232,6 +235,7 @@ def _read_offline_run(run_dir: Path, losses: LossLog) -> _Run:
             if kind == "run":
                 run_id = rec.run.run_id or run_id
                 name = rec.run.display_name or name
+                project, entity = rec.run.project or project, rec.run.entity or entity
                 labels = list(rec.run.tags) or labels
                 for it in rec.run.config.update:
                     config[_item_key(it)] = json.loads(it.value_json)
@@ -254,7 +258,11 @@ def _read_offline_run(run_dir: Path, losses: LossLog) -> _Run:
     else:
         status = run_status(state.split(" ", 1)[0])
     source = str(files[0]) if files else str(run_dir)
-    return _Run(run_id, name or run_id, _params(config), rows, source, status, state, run_tags(labels))
+    link = {"tracker": "wandb-offline", "run_dir": str(run_dir.resolve()), "run_id": run_id}
+    link |= {k: v for k, v in (("project", project), ("entity", entity)) if v}
+    return _Run(
+        run_id, name or run_id, _params(config), rows, source, status, state, run_tags(labels), link=link
+    )
 
 
 def read_wandb_offline(
@@ -305,12 +313,29 @@ def _join_parts(parts: list[_Run]) -> _Run:
     :func:`make_curve`), not a duplicate; config, tags and state are the last part's."""
     if len(parts) == 1:
         return parts[0]
-    last = parts[-1]
+    # A part that logged no row (`scalerl export` writing the summary back, a resume that died at
+    # once) names and ends nothing: the run is as its last part with rows left it.
+    trained = [p for p in parts if p.rows] or parts
+    last = trained[-1]
+    named = [p for p in parts if p.name != p.id] or [last]
     params = {k: v for p in parts for k, v in p.params.items()}
     rows = [row for p in parts for row in p.rows]
     index = tuple(k for k, p in enumerate(parts) for _ in p.rows)
-    said = f"{last.source_status} (after {len(parts) - 1} restart(s))"
-    return replace(last, params=params, rows=rows, source=parts[0].source, source_status=said, parts=index)
+    said = (
+        f"{last.source_status} (after {len(trained) - 1} restart(s))"
+        if len(trained) > 1
+        else last.source_status
+    )
+    return replace(
+        last,
+        name=named[-1].name,
+        params=params,
+        rows=rows,
+        source=parts[0].source,
+        source_status=said,
+        parts=index,
+        link={**parts[0].link, **{k: v for p in parts for k, v in p.link.items() if k != "run_dir"}},
+    )
 
 
 # --- projects through the public API ----------------------------------------------------------
@@ -353,6 +378,7 @@ def read_wandb_project(
                 run_status(getattr(r, "state", None) or "finished"),
                 getattr(r, "state", None),
                 run_tags(getattr(r, "tags", None) or ()),
+                link={"tracker": "wandb", "path": f"{path}/{r.id}", "run_id": str(r.id)},
             )
             for r in api.runs(path)
         ]
@@ -457,6 +483,7 @@ def _curves(
                     curve,
                     params=run.params,
                     run_key=f"wandb:{run.id}",
+                    link=run.link,
                     status=run.status,
                     source_status=run.source_status,
                     tags=run.tags,

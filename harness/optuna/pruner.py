@@ -24,24 +24,19 @@ from optuna.pruners import BasePruner
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from scalerl.harness.analysis.fitters import fit_sigmoid_many
-from scalerl.harness.analysis.forecaster import (
-    LINEAR_CALIBRATION,
-    IntervalCalibration,
-    PointForecast,
-    noise_scale,
-    point_forecast_many,
-    with_interval,
-)
-from scalerl.harness.analysis.hierarchical import (
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
+from scalerl.harness.analysis.forecast.calibrations import LINEAR_CALIBRATION, SWEEP_CALIBRATION
+from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many, with_interval
+from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
+from scalerl.harness.analysis.forecast.peers import exceed_probability, peer_forecast, smoothed_at
+from scalerl.harness.analysis.forecast.sweep_prior import (
     DEFAULT_SWEEP,
-    SWEEP_CALIBRATION,
     SweepSettings,
     point_forecast_with_prior,
     siblings_finished,
     sweep_priors,
 )
-from scalerl.harness.analysis.peers import exceed_probability, peer_forecast, smoothed_at
+from scalerl.harness.analysis.noise.point import noise_scale
 from scalerl.harness.errors import ConfigError
 
 _STATES = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED)
@@ -69,8 +64,9 @@ class BeatForecast:
     """One trial's chance of beating the incumbent (``rule="beat"``), in the maximised frame.
 
     ``value`` is the point forecast at the target and ``unit`` the interval unit its calibrated
-    quantiles multiply (:meth:`.forecaster.PointForecast.unit`); ``method`` is ``"sweep"`` when
-    the other trials gave a prior (:mod:`.hierarchical`), ``"single"`` otherwise; ``ok`` is False
+    quantiles multiply (:meth:`scalerl.harness.analysis.forecast.ensemble.PointForecast.unit`);
+    ``method`` is ``"sweep"`` when the other trials gave a prior
+    (:mod:`scalerl.harness.analysis.forecast.sweep_prior`), ``"single"`` otherwise; ``ok`` is False
     (numbers NaN) without a sound forecast. :func:`beat_probability` turns it into a probability."""
 
     n_points: int
@@ -99,9 +95,10 @@ def central_level(score: float, calibration: IntervalCalibration) -> float:
 
 
 def late_noise(values: np.ndarray) -> float:
-    """Per-point noise sd of a curve's later half (:func:`.forecaster.noise_scale` of its last
-    ``size // 2`` finite values, at least 3; NaN with fewer): the part of the curve that decides
-    near-ties, without the climb's changing slope in the first differences."""
+    """Per-point noise sd of a curve's later half
+    (:func:`scalerl.harness.analysis.noise.point.noise_scale` of its last ``size // 2`` finite
+    values, at least 3; NaN with fewer): the part of the curve that decides near-ties, without
+    the climb's changing slope in the first differences."""
     y = np.asarray(values, dtype=np.float64)
     y = y[np.isfinite(y)]
     tail = y[-max(3, y.size // 2) :]
@@ -178,7 +175,7 @@ class ForecastPruner(BasePruner):
     beating the incumbent instead: after the same warm-up (``min_points``, the inflection,
     ``min_completed``), the incumbent is the best COMPLETE trial's observed value, the trial is
     forecast at ``target`` borrowing from the other trials of the study as its sweep (the
-    hierarchical prior of :func:`scalerl.harness.analysis.hierarchical.point_forecast_with_prior`,
+    hierarchical prior of :func:`scalerl.harness.analysis.forecast.sweep_prior.point_forecast_with_prior`,
     siblings = every other trial with at least ``min_points`` values; with fewer than 2 fitted
     ones, the single-curve forecast), and it is pruned when :func:`beat_probability` (its
     forecast error read from ``sweep_calibration``, or ``calibration`` for a single-curve
@@ -215,7 +212,7 @@ class ForecastPruner(BasePruner):
     ``peers`` (beat rule only; default 0: off) reads the chance of beating the incumbent from the
     study's own finished trials once ``peers`` COMPLETE trials have reported at least 3 values up
     to this trial's compute: their smoothed values there against their finals, a least-squares
-    line with a Student-t prediction interval (:mod:`scalerl.harness.analysis.peers`); the bar
+    line with a Student-t prediction interval (:mod:`scalerl.harness.analysis.forecast.peers`); the bar
     (incumbent less the margin) and ``min_probability`` are the same. Until then, the sweep
     forecast above. The peer rule needs no inflection (no sigmoid is fitted) and no
     cross-source calibration: each study's finished trials calibrate it. On the real curves its
@@ -227,16 +224,16 @@ class ForecastPruner(BasePruner):
     order; 0.82x / 5.7% / 0.0087 TPE) missed the rule written before the run for a new default
     (best pruned <= 5% in both samplers), so it is off by default (bench/README.md, "Peers").
 
-    ``calibration`` (default :data:`~scalerl.harness.analysis.forecaster.LINEAR_CALIBRATION`, the
+    ``calibration`` (default :data:`~scalerl.harness.analysis.forecast.calibrations.LINEAR_CALIBRATION`, the
     calibration its defaults were chosen with)
     gives every single-curve forecast its interval, ``sweep_calibration`` (default
-    :data:`~scalerl.harness.analysis.hierarchical.SWEEP_CALIBRATION`) the sweep forecasts'; a
+    :data:`~scalerl.harness.analysis.forecast.calibrations.SWEEP_CALIBRATION`) the sweep forecasts'; a
     benchmark passes calibrations fitted without the curves it scores.
 
     ``finished_calibration`` (default None: ``sweep_calibration`` for every sweep forecast) is the
     interval calibration for a sweep forecast whose siblings ran on past the trial (at least 2 of
-    them to 2x its last compute: :func:`~scalerl.harness.analysis.hierarchical.siblings_finished`;
-    e.g. :data:`~scalerl.harness.analysis.hierarchical.FINISHED_SWEEP_CALIBRATION`). Off by
+    them to 2x its last compute: :func:`~scalerl.harness.analysis.forecast.sweep_prior.siblings_finished`;
+    e.g. :data:`~scalerl.harness.analysis.forecast.calibrations.FINISHED_SWEEP_CALIBRATION`). Off by
     default: leave-one-source-out (``bench/search.py --beat-finished 0 1``) its narrower intervals
     bought compute only at the price of pruning the best more often (held out with it in the grid
     0.70x / 7.1% best pruned, without 0.77x / 1.4%; bench/README.md, "The finished-sweep
@@ -303,7 +300,7 @@ class ForecastPruner(BasePruner):
                     "must be an IntervalCalibration",
                     field=name,
                     value=type(cal).__name__,
-                    fix="pass one fitted by scalerl.harness.analysis.calibration.fit_calibration",
+                    fix="pass one fitted by scalerl.harness.analysis.forecast.conformal.fit_calibration",
                 )
         lo_level, hi_level = calibration.levels[0], calibration.levels[-1]
         if not lo_level <= level <= hi_level:
@@ -458,8 +455,8 @@ class ForecastPruner(BasePruner):
         self, trial: FrozenTrial, completed: Sequence[FrozenTrial], bar: float, minimize: bool
     ) -> float:
         """P(beat ``bar``) read from the COMPLETE trials at the trial's compute
-        (:mod:`scalerl.harness.analysis.peers`); NaN with fewer than ``peers`` of them that
-        reported :data:`~scalerl.harness.analysis.peers.PEER_POINTS` values up to that compute."""
+        (:mod:`scalerl.harness.analysis.forecast.peers`); NaN with fewer than ``peers`` of them that
+        reported :data:`~scalerl.harness.analysis.forecast.peers.PEER_POINTS` values up to that compute."""
         x, y = self._curve(trial, minimize)
         upto = float(x[-1])
         own = smoothed_at(x, y, upto)

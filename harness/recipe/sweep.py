@@ -27,7 +27,7 @@ Fields other pieces read (keep the names):
   decide it, both ceilings measured and only seeds would; :mod:`scalerl.harness.execution.decide`).
 * ``power`` (:class:`PowerSpec`), read by analysis: ``detect_d_a`` / ``detect_d_b``, the |ΔA| /
   |ΔB| the sweep should be able to detect; ``scalerl fit`` reports the seeds per variant that
-  would reach each at the measured noise (:mod:`scalerl.harness.analysis.power`).
+  would reach each at the measured noise (:mod:`scalerl.harness.analysis.verdicts.power`).
 * ``resources`` (:class:`Resources`), read by execution: per run ``cpus``, ``gpus``, ``mem_gb``,
   ``time_min`` (wall limit of one job attempt, minutes) and ``profile`` (a name under ``slurm/``,
   whose partition/account/qos apply; null = none).
@@ -58,6 +58,7 @@ from pydantic import (
     model_validator,
 )
 
+from scalerl.harness.analysis.verdicts.rule import MARGIN
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.recipe.schema import BudgetConfig, Frozen, Recipe
 from scalerl.harness.recipe.search import OptunaSection
@@ -89,7 +90,7 @@ class FitSpec(Frozen):
     metric: str = Field("val/pass_rate", min_length=1)
     axis: FitAxis = "gpu_hours"
     window: FitWindow = FitWindow(start=0.0)
-    margin: float = Field(0.02, ge=0.0, lt=1.0, description="minimum |A_variant - A_base| for a mover")
+    margin: float = Field(MARGIN, ge=0.0, lt=1.0, description="minimum |A_variant - A_base| for a mover")
     # The level of every verdict interval (dA, dB, dlogC_mid); stop_when=decided stops a variant's
     # runs once those intervals no longer straddle its decision, stop_when=settled also once only
     # more seeds could make them (scalerl.harness.execution.decide).

@@ -12,9 +12,6 @@ import html
 import math
 from collections.abc import Iterable
 
-# Fit axes a curve can be drawn against (the point columns of ``scalerl.db.queries.curves``).
-AXES: tuple[str, ...] = ("gpu_hours", "flops", "tokens", "samples", "step")
-
 AXIS_LABELS: dict[str, str] = {
     "gpu_hours": "compute (GPU-hours)",
     "flops": "compute (FLOPs)",

@@ -16,13 +16,13 @@ from typing import Any
 
 import pandas as pd
 
+from scalerl.harness.axes import FIT_AXES
 from scalerl.harness.errors import AnalysisError, ConfigError
-from scalerl.harness.report._style import AXES
 from scalerl.harness.report.document import FitsSource, ReportData
 
 log = logging.getLogger(__name__)
 
-DEFAULT_METRIC = "val/pass_rate"  # as scalerl.harness.analysis.sweep's (which imports scipy)
+DEFAULT_METRIC = "val/pass_rate"  # as scalerl.harness.analysis.verdicts.service's (which imports scipy)
 DEFAULT_AXIS = "flops"
 
 
@@ -50,9 +50,9 @@ def compute_fits(
     n_boot: int = 200,
 ) -> tuple[str, pd.DataFrame, pd.DataFrame, list[str]]:
     """(axis, fits, verdicts, notes) for ``curves`` exactly as ``scalerl fit`` would store them,
-    computed with :mod:`scalerl.harness.analysis.sweep` and written nowhere."""
+    computed with :mod:`scalerl.harness.analysis.verdicts.service` and written nowhere."""
     from scalerl.db.models import FIT_COLUMNS, VERDICT_COLUMNS
-    from scalerl.harness.analysis.sweep import FitRequest, analyze_frame, resolve_request
+    from scalerl.harness.analysis.verdicts.service import FitRequest, analyze_frame, resolve_request
 
     metric, axis, options, margin = resolve_request(FitRequest(metric=metric, axis=axis), spec)
     result = analyze_frame(
@@ -95,9 +95,9 @@ def load_report_data(
     """
     from scalerl.db import queries
 
-    if axis is not None and axis not in AXES:
+    if axis is not None and axis not in FIT_AXES:
         raise ConfigError("unknown compute axis", field="--axis", value=axis,
-                          fix=f"use one of {', '.join(AXES)}")  # fmt: skip
+                          fix=f"use one of {', '.join(FIT_AXES)}")  # fmt: skip
     known = queries.sweeps(store)
     match = known[known["name"] == sweep]
     if match.empty:  # an analysis of nothing: exit 6, as `scalerl fit` and `forecast` do
@@ -146,7 +146,7 @@ def missing_fits(data: ReportData) -> str | None:
     if data.fits_source != "missing" or data.curves.empty:
         return None
     why = "; ".join(data.notes) or "nothing could be fitted"
-    filled = [a for a in AXES if a in data.curves and data.curves[a].notna().any()]
+    filled = [a for a in FIT_AXES if a in data.curves and data.curves[a].notna().any()]
     return (
         f"sweep {data.sweep!r}: no fits for metric {data.metric!r} on axis {data.axis!r}: {why} "
         f"(fix: run `scalerl fit {data.sweep} --metric {data.metric} --axis AXIS`, AXIS one its "

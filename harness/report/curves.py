@@ -5,18 +5,18 @@ can be drawn from a store, a notebook, or frames a test constructs. One colour p
 variant's seeds share its legend group, so one click hides the variant. A button toggles the
 compute axis between linear and log.
 
-The band around a fitted curve, over the compute the data covers, is the envelope of Eq. 1 over
-the corners of the fit's parameter intervals (A, B, C_mid). R(C) is monotone in A and in C_mid,
-and in B on either side of C_mid, so the corners bound every curve inside that box: a
-conservative band that needs only the stored columns. Beyond the data, the dashed extrapolation
-and its band are the forecast ``scalerl forecast`` prints, with its :data:`FORECAST_LEVEL` prediction
-interval (:func:`sweep_extrapolations`): a variant's pooled fit borrows strength from the sweep's
-other variants (:func:`scalerl.harness.analysis.hierarchical.forecast_with_siblings`, the single-curve
-:func:`scalerl.harness.analysis.forecast_curve` when fewer than two siblings pin a ceiling), a per-run
-fit gets the single-curve forecast of its own points. Where there is no sound forecast, the fitted
-sigmoid and its parameter box are drawn instead. Bands and forecasts of a bounded metric are clipped
-to its range by the rule ``scalerl forecast`` applies by default (:func:`figure_bounds`): a pass rate's
-band never reaches past 1.
+The band around a fitted curve, over the compute the data covers, is the envelope of Eq. 1 over the
+corners of the fit's parameter intervals (A, B, C_mid). R(C) is monotone in A and in C_mid, and in
+B on either side of C_mid, so the corners bound every curve inside that box: a conservative band
+that needs only the stored columns. Beyond the data, the dashed extrapolation and its band are the
+forecast ``scalerl forecast`` prints, with its :data:`FORECAST_LEVEL` prediction interval
+(:func:`sweep_extrapolations`, the numbers of :mod:`scalerl.harness.analysis.forecast.service`): a
+variant's pooled fit borrows strength from the sweep's other variants (the single-curve
+:func:`scalerl.harness.analysis.forecast_curve` when fewer than two siblings pin a ceiling), a
+per-run fit gets the single-curve forecast of its own points. Where there is no sound forecast, the
+fitted sigmoid and its parameter box are drawn instead. Bands and forecasts of a bounded metric are
+clipped to its range by the rule ``scalerl forecast`` applies by default (:func:`figure_bounds`): a
+pass rate's band never reaches past 1.
 """
 
 from __future__ import annotations
@@ -29,18 +29,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from scalerl.harness.analysis.curve import sigmoid_curve as sigmoid
+from scalerl.harness.analysis.fit.curve import sigmoid_curve as sigmoid
+from scalerl.harness.axes import FIT_AXES
 from scalerl.harness.errors import ConfigError
-from scalerl.harness.report._style import AXES, AXIS_LABELS, esc, fmt, fmt_interval, variant_colors
+from scalerl.harness.report._style import AXIS_LABELS, esc, fmt, fmt_interval, variant_colors
 from scalerl.harness.report.downsample import display_indices
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-    from scalerl.harness.analysis.bounds import Bounds
-    from scalerl.harness.analysis.forecaster import CurveForecast
+    from scalerl.harness.analysis.forecast.bounds import Bounds
+    from scalerl.harness.analysis.forecast.ensemble import CurveForecast
 
-# Only an ``ok`` fit pins its ceiling (scalerl.harness.analysis.curve.FitStatus); any other status is
+# Only an ``ok`` fit pins its ceiling (scalerl.harness.analysis.fit.curve.FitStatus); any other status is
 # listed in the legend with its reason and gets no curve, extrapolation or band.
 CONFIDENT_STATUSES: frozenset[str] = frozenset({"ok"})
 LEGEND_SEEDS_UP_TO = 24
@@ -69,9 +70,9 @@ def extrapolation_grid(x_max: float, extrapolate_factor: float) -> np.ndarray:
 
 def figure_bounds(pts: pd.DataFrame, metric: str) -> Bounds | None:
     """The range the page clips ``metric``'s forecasts and bands to: the default rule of
-    ``scalerl forecast`` (:func:`scalerl.harness.analysis.bounds.resolve_bounds`) on its name and
+    ``scalerl forecast`` (:func:`scalerl.harness.analysis.forecast.bounds.resolve_bounds`) on its name and
     the points shown, so the page and the command print one number."""
-    from scalerl.harness.analysis.bounds import resolve_bounds
+    from scalerl.harness.analysis.forecast.bounds import resolve_bounds
 
     values = pts["value"].to_numpy(dtype=float) if not pts.empty else None
     return resolve_bounds(metric, values).bounds
@@ -87,23 +88,22 @@ def sweep_extrapolations(
     """Each pooled fit's forecast on ``grid``, borrowing from the sweep's other variants, clipped
     to ``bounds`` (:func:`figure_bounds`; None: unclipped).
 
-    The same forecast as ``scalerl forecast`` (and ``fit``'s forecast lines): a variant's seeds are
-    pooled into one point cloud and :func:`~scalerl.harness.analysis.hierarchical.forecast_sweep`
-    gives each every other variant with points as its siblings, so the page and the command print
-    one number. Keyed by variant; per-run fits are not here (they forecast their own points)."""
-    from scalerl.harness.analysis.hierarchical import forecast_sweep
+    The same forecast as ``scalerl forecast`` (and ``fit``'s forecast lines), from the same
+    function (:func:`scalerl.harness.analysis.forecast.service.forecast_variants`): a variant's
+    seeds are pooled into one point cloud that borrows from every other variant with points, so
+    the page and the command print one number. Keyed by variant; per-run fits are not here (they
+    forecast their own points)."""
+    from scalerl.harness.analysis.forecast.service import forecast_variants
+    from scalerl.harness.analysis.groups import group_curves
 
     if pts.empty or fit_rows.empty:
         return {}
     pooled = set(map(str, fit_rows.loc[fit_rows["run_id"].isna(), "variant"]))
-    clouds = {
-        str(v): (g[axis].to_numpy(dtype=float), g["value"].to_numpy(dtype=float))
-        for v, g in pts.groupby("variant", sort=True, observed=True)
-    }
-    if not pooled & clouds.keys():
+    groups = group_curves(pts[pts[axis].notna()], axis)
+    if not pooled & groups.keys():
         return {}
-    made = forecast_sweep(list(clouds.values()), [grid] * len(clouds), level=FORECAST_LEVEL, bounds=bounds)
-    return {v: m.forecast for v, m in zip(clouds, made, strict=True) if v in pooled}
+    made = forecast_variants(groups, grid, level=FORECAST_LEVEL, bounds=bounds)
+    return {v: m.forecast for v, m in made.items() if v in pooled}
 
 
 def _band(c: np.ndarray, fit: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
@@ -130,9 +130,9 @@ def _num(value: object) -> float | None:
 
 
 def _check_axis(curves: pd.DataFrame, metric: str, axis: str) -> pd.DataFrame:
-    if axis not in AXES:
+    if axis not in FIT_AXES:
         raise ConfigError(
-            "unknown compute axis", field="axis", value=axis, fix=f"use one of {', '.join(AXES)}"
+            "unknown compute axis", field="axis", value=axis, fix=f"use one of {', '.join(FIT_AXES)}"
         )
     if curves.empty:
         return curves
@@ -307,8 +307,8 @@ def fit_traces(
     """
     import plotly.graph_objects as go
 
-    from scalerl.harness.analysis.bounds import clip_to_bounds
-    from scalerl.harness.analysis.forecaster import forecast_curve
+    from scalerl.harness.analysis.forecast.bounds import clip_to_bounds
+    from scalerl.harness.analysis.forecast.ensemble import forecast_curve
 
     variant = str(fit["variant"])
     label = esc(variant) if label is None else label

@@ -2,8 +2,9 @@
 
 Built from ``scalerl.db.queries.verdicts`` frames. Every verdict carries its numbers, so a reader can
 disagree: the table lists how sure the rule is of each claim, ΔA, ΔB and Δlog C_mid with their
-intervals, the margin, the smallest detectable effects and the reason. In the HTML report each row's knob links to its panel, every header sorts
-(numbers as numbers), and the page's filter box and verdict menu hide rows (see
+intervals, the margin, the smallest detectable effects and the reason. In the HTML report each
+row's knob links to its panel, every header sorts (numbers as numbers), and the page's filter box
+and verdict menu hide rows (see
 :mod:`scalerl.harness.report.document`). The knob map lives in :mod:`scalerl.harness.report.knobmap`.
 """
 

@@ -199,7 +199,7 @@ def build_toy(
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scalerl.harness.rl.toy", description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path, help="directory to write the data and the checkpoint into")
-    from scalerl.harness.cli.args import non_negative_int, whole
+    from scalerl.harness.argtypes import non_negative_int, whole
 
     # Bounded like every numeric flag: a hostile count fails here, not by filling memory.
     p.add_argument("--train", type=whole(1, 10_000_000), default=600, help="training problems (default 600)")

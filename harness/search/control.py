@@ -65,11 +65,11 @@ def cancel_search(store: Any, spec: Mapping[str, Any], study_name: str, db_url: 
     import optuna
     from optuna.trial import TrialState
 
-    from scalerl.harness.search.worker import _optuna_quiet, storage_url
+    from scalerl.harness.search.worker import optuna_quiet, storage_url
 
     # The study lives beside the store: without a URL, the one the store was opened with.
     url = storage_url(db_url) if db_url else store.engine.url.render_as_string(hide_password=False)
-    with _optuna_quiet():
+    with optuna_quiet():
         storage = optuna.storages.RDBStorage(url)
     try:
         study = optuna.load_study(study_name=study_name, storage=storage)

@@ -3,7 +3,7 @@
 - ``forecast``: :func:`scalerl.harness.analysis.forecast_curve` at ``objective.at`` (the ensemble and its
   calibrated interval, chosen by ``bench/forecast.py``); the interval is recorded beside the value.
   A rate metric's forecast is clipped to [0, 1] by the rule ``scalerl forecast`` uses
-  (:func:`scalerl.harness.analysis.bounds.resolve_bounds`), so no trial scores above a perfect run.
+  (:func:`scalerl.harness.analysis.forecast.bounds.resolve_bounds`), so no trial scores above a perfect run.
 - ``fitted_a``: the sigmoid's ceiling (:func:`scalerl.harness.analysis.fit_sigmoid`, the sweep's window);
   a fit that cannot pin its ceiling (``pre-inflection``, flat) has no objective.
 - ``final``: the mean of the last three points (what a lab reads off a finished run).
@@ -44,7 +44,7 @@ def objective(spec: ObjectiveSpec, fit: FitSpec, compute: np.ndarray, values: np
         return Objective(float(np.mean(y[-3:])), {"kind": "final", "points": int(min(3, len(y)))})
     if spec.kind == "forecast":
         from scalerl.harness.analysis import forecast_curve
-        from scalerl.harness.analysis.bounds import resolve_bounds
+        from scalerl.harness.analysis.forecast.bounds import resolve_bounds
 
         assert spec.at is not None  # ObjectiveSpec requires it
         bounds = resolve_bounds(fit.metric, y)

@@ -69,7 +69,7 @@ class WorkerSpec:
     checkpoint_grace_s: float = 60.0
 
     def __post_init__(self) -> None:
-        from scalerl.db.redaction import refuse_secret
+        from scalerl.db.engine import refuse_secret
 
         refuse_secret(self.db_url, where="the search worker's JSON file")
 
@@ -139,7 +139,7 @@ def open_study(sweep: SweepSpec, db_url: str | None, worker: int = 0) -> optuna.
         if "heartbeat_stale_trial_callback" in inspect.signature(storages.RDBStorage).parameters
         else "failed_trial_callback"
     )
-    with _optuna_quiet():
+    with optuna_quiet():
         storage = storages.RDBStorage(
             url,
             engine_kwargs=kwargs,
@@ -187,7 +187,7 @@ def grid_points(sweep: SweepSpec) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def _optuna_quiet() -> Iterator[None]:
+def optuna_quiet() -> Iterator[None]:
     """Heartbeats with ask-and-tell are what Optuna's docs describe for distributed workers, but it
     flags them experimental and warns on every call; the warnings say nothing to a user here."""
     with warnings.catch_warnings():
@@ -301,12 +301,12 @@ def run_worker(spec: WorkerSpec, stop: threading.Event | None = None) -> WorkerR
     watcher.start()
     try:
         while not stop.is_set() and not is_cancelled(study):
-            with _optuna_quiet():
+            with optuna_quiet():
                 fail_stale_trials(study)
             counted, waiting = claimed(study)
             if counted >= wanted and not waiting:
                 break
-            with _optuna_quiet():
+            with optuna_quiet():
                 trial = study.ask(dists)
             # Beat from the moment the trial exists: a worker that dies anywhere after this leaves
             # a stale trial that the others reap (fail and retry), never one RUNNING forever.

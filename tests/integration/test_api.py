@@ -93,7 +93,8 @@ def test_runs_dataframe_forecast_cancel_and_list_sweeps(tmp_path: Path) -> None:
     """The per-run frame, forecast(), cancel() and list_sweeps() on a real SQLite store holding a
     small debug-executor sweep, checked against the store's own rows."""
     from scalerl.harness import list_sweeps
-    from scalerl.harness.cli.forecast import forecast_rows, load_groups
+    from scalerl.harness.analysis.forecast.service import forecast_rows
+    from scalerl.harness.analysis.groups import load_groups
 
     path = write_command_sweep(tmp_path, steps=60, executor="debug")  # 12 points: per-run fits are ok
     url = f"sqlite:///{tmp_path / 's.db'}"

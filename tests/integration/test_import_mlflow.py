@@ -92,9 +92,9 @@ def test_mlflow_import_with_mapping_gives_an_asymptote_verdict(
 
     fit_json = ["fit", "ml", "--axis", "step", "--boot", "30", "--json", "--no-save", "--seed-sd", "0.02"]
     assert main([*fit_json, "--db", url]) == 0
-    (verdict,) = json.loads(capsys.readouterr().out)
+    (verdict,) = json.loads(capsys.readouterr().out)["verdicts"]
     assert verdict["knob"] == "loss" and verdict["alternative"] == "cispo"
-    assert verdict["verdict"] == "asymptote-mover" and verdict["dA"] == pytest.approx(0.2, abs=0.015)
+    assert verdict["verdict"] == "asymptote-mover" and verdict["d_a"] == pytest.approx(0.2, abs=0.015)
 
 
 def test_mlflow_errors_name_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

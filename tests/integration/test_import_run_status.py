@@ -86,7 +86,7 @@ def import_and_fit(
     assert main([*args, *extra, "--db", url]) == 0
     out = capsys.readouterr().out
     assert main(["fit", "ml", *FIT, "--db", url]) == 0
-    return out, json.loads(capsys.readouterr().out)
+    return out, json.loads(capsys.readouterr().out)["verdicts"]
 
 
 def test_a_failed_run_is_left_out_named_and_changes_no_verdict(
@@ -112,7 +112,12 @@ def test_a_failed_run_is_left_out_named_and_changes_no_verdict(
     store = db.open_store(url)
     runs = db.queries.runs(store, "ml")
     store.close()
-    assert len(runs) == 6 and set(runs["status"]) == {"completed"}
+    # Still listed (ls, status, the report): stored with its state and no point, in no verdict.
+    done = runs[runs["status"] == "completed"]
+    (failed,) = runs[runs["status"] != "completed"].itertuples()
+    assert len(done) == 6 and done["n_points"].min() > 0
+    assert (failed.status, failed.variant, failed.seed, failed.n_points) == ("failed", "loss=cispo", 3, 0)
+    assert failed.error.startswith("left out of the import: failed (FAILED)")
 
     # --json names it too.
     mapping = tmp_path / "map.yaml"
@@ -193,11 +198,12 @@ def test_tags_filters_states_and_unmatched_runs(tmp_path: Path, capsys: pytest.C
     runs = db.queries.runs(store, "t")
     info = store.get_run(str(runs["run_id"].iloc[0]))
     store.close()
-    assert sorted(zip(runs["variant"], runs["seed"], strict=True)) == [
-        ("baseline", 0),
-        ("baseline", 1),
-        ("loss=cispo", 0),
-        ("loss=cispo", 1),
+    assert sorted(zip(runs["variant"], runs["seed"], runs["status"], strict=True)) == [
+        ("baseline", 0, "completed"),
+        ("baseline", 1, "completed"),
+        ("loss=cispo", 0, "completed"),
+        ("loss=cispo", 1, "completed"),
+        ("loss=cispo", 5, "cancelled"),  # killed: listed with its state, no points, no verdict
     ]
     assert info is not None
     config = info.config
@@ -273,7 +279,7 @@ def test_what_a_left_out_run_lost_does_not_fail_the_import(
     points = db.queries.curves(store, "ml", "val/pass_rate")
     runs = db.queries.runs(store, "ml")
     store.close()
-    assert len(runs) == 6 and set(runs["status"]) == {"completed"}
+    assert sorted(runs["status"]) == ["completed"] * 6 + ["failed"]
     assert len(points) == 6 * STEPS.size and points["gpu_hours"].max() == pytest.approx(4.5)
 
     # Kept as a seed, its NaN points are this import's losses again: refused, nothing written.

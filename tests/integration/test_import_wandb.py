@@ -312,7 +312,10 @@ def test_offline_run_states_and_tags_come_from_the_transaction_log(
     store = db.open_store(url)
     stored = {s: db.queries.runs(store, s) for s in ("st", "st2")}
     store.close()
-    assert [sorted(f["variant"]) for f in stored.values()] == [["ok"], ["ok", "resumed"]]
+    # Left out by --only (the user's choice): not stored; by its state: stored, failed, no points.
+    assert [sorted(f["variant"]) for f in stored.values()] == [["ok"], ["diverged", "ok", "resumed"]]
+    diverged = stored["st2"].set_index("variant").loc["diverged"]
+    assert (diverged["status"], diverged["n_points"]) == ("failed", 0)
     assert stored["st"]["status"].tolist() == ["completed"]
 
 

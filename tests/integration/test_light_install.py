@@ -1,19 +1,21 @@
-"""A bare ``pip install scalerl-harness`` (no extras) is the light client: no torch, no transformers,
-and none of the ``analysis`` extra (numpy, pandas, scipy, plotly, pyarrow, optuna, ...).
+"""The package installed without extras is the light client: no torch, no transformers, and none
+of the ``analysis`` extra (numpy, pandas, scipy, plotly, pyarrow, optuna, ...).
 
-The slow test builds the package from a copy of this checkout into a fresh venv (~30 s with a warm
-pip cache; it needs the package index, as ``make setup`` does) and checks, in that venv, that the
+The slow test follows the README's install path (a wheel built from a copy of this checkout,
+installed by its path into a fresh venv: ~30 s with a warm pip cache; it needs the package index
+for the dependencies, as ``make setup`` does) and checks, in that venv, that the
 client, the store and the CLI work, that the only top-level import name is ``scalerl``, that a
 lab's script beside its own ``db`` and ``harness`` packages logs through the client, and that
 ``scalerl train`` says which extra to install instead of dying with an ImportError traceback, as
 ``scalerl fit`` and ``report`` do for ``[analysis]``. The fast tests pin the same messages, and the
 same lab-script check (logging points loads no analysis package), in this environment's install.
+A TRL trainer's install (``[trl]``) is checked with pip's own resolver against a lab's TRL pin,
+offline (tests/fixtures/wheelhouse.py).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,19 +120,34 @@ def test_a_lab_script_beside_its_own_db_and_harness_logs_through_the_client(tmp_
     _log_from_lab_repo(Path(sys.executable), tmp_path)
 
 
+# The README's install path (section "Installing"): a wheel built from a checkout, installed by its
+# path. The slow test runs exactly these commands (with this checkout for ./scalerl-harness).
+README_BUILD = "python3 -m pip wheel --no-deps -w dist ./scalerl-harness"
+README_INSTALL = "pip install dist/scalerl_harness-0.1.0-py3-none-any.whl"
+
+
+def test_the_readme_installs_from_a_wheel_not_from_an_index() -> None:
+    """No index a lab reaches has the package: the README gives the wheel it can build, and no
+    bare ``pip install scalerl-harness`` (issue 38: `No matching distribution found`)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    assert README_BUILD in readme and README_INSTALL in readme
+    assert f"'{README_INSTALL.split()[-1]}[analysis]'" in readme
+    # An error message's `fix: pip install 'scalerl-harness[EXTRA]'` may be quoted; a command may not.
+    bare = re.findall(r"(?<!fix: )pip install\s+'?scalerl-harness(?:\[[a-z-,]+\])?'?(?=[\s`)])", readme)
+    assert not bare, bare
+
+
 @pytest.mark.slow  # a fresh venv and a non-editable install (~30 s warm cache, ~2 min cold)
 @pytest.mark.timeout(600)
 def test_bare_install_has_no_torch_and_runs_the_client(tmp_path: Path) -> None:
-    # Build from a copy, so the build's build/ and *.egg-info never land in the checkout. scalerl/
-    # keeps its relative symlinks to harness/ and db/, as in the checkout.
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for pkg in ("scalerl", "harness", "db"):
-        shutil.copytree(ROOT / pkg, src / pkg, symlinks=True, ignore=ignore)
-    assert (src / "scalerl" / "harness").is_symlink() and (src / "scalerl" / "db").is_symlink()
+    from tests.fixtures.wheelhouse import copy_checkout
+
+    # The README's commands, on a copy named as a clone would be: the build's build/ and
+    # *.egg-info never land in the checkout. scalerl/ keeps its relative symlinks to harness/ and db/.
+    clone = copy_checkout(tmp_path / "scalerl-harness")
+    assert (clone / "scalerl" / "harness").is_symlink() and (clone / "scalerl" / "db").is_symlink()
     # Nothing of this checkout's environment may leak in: PYTHONPATH would make torch importable.
     env = _clean_env()
     venv = tmp_path / "venv"
@@ -138,8 +155,13 @@ def test_bare_install_has_no_torch_and_runs_the_client(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     py, scalerl = venv / "bin" / "python", venv / "bin" / "scalerl"
 
-    pip = _run([str(py), "-m", "pip", "install", "-q", str(src)], tmp_path, env, 480)
-    assert pip.returncode == 0, f"pip install (no extras) failed:\n{pip.stdout[-3000:]}\n{pip.stderr[-3000:]}"
+    build = README_BUILD.split()
+    wheel = _run([str(py), *build[1:]], tmp_path, env, 480)  # python3 -> the fresh venv's python
+    assert wheel.returncode == 0, f"{README_BUILD} failed:\n{wheel.stdout[-3000:]}\n{wheel.stderr[-3000:]}"
+    pip = _run([str(py), "-m", *README_INSTALL.split(), "-q"], tmp_path, env, 480)
+    assert pip.returncode == 0, f"{README_INSTALL} failed:\n{pip.stdout[-3000:]}\n{pip.stderr[-3000:]}"
+    version = _run([str(scalerl), "--version"], tmp_path, env, 60)
+    assert version.stdout.split() == ["scalerl", "0.1.0"], version.stdout + version.stderr
 
     found = "import importlib.util as u, sys; print([m for m in sys.argv[1:] if u.find_spec(m) is not None])"
     probe = _run([str(py), "-c", found, *HEAVY], tmp_path, env, 60)
@@ -209,3 +231,40 @@ def test_a_command_without_the_analysis_extra_names_the_fix(
     monkeypatch.setattr(fit_cli, "_fit", not_ours)
     with pytest.raises(ModuleNotFoundError, match="scalerl_gone"):
         main(["fit", "loo"])
+
+
+# What a trainer's environment must never get from installing the harness beside it.
+NOT_FOR_TRAINERS = ("scipy", "optuna", "plotly", "submitit", "numpy", "pandas", "pyarrow")
+
+
+def test_the_trl_extra_installs_beside_a_labs_pinned_trl(tmp_path: Path) -> None:
+    """pip's own resolver, offline, against this package's real metadata and stand-in wheels: a
+    lab pinned to TRL 1.15 gets the callback's install (``[trl]``) without a conflict and without
+    the analysis stack; the ``trl`` runner's extra still says it needs 1.16."""
+    import json
+
+    from tests.fixtures.wheelhouse import build_house, resolve
+
+    house, _ = build_house(tmp_path, {"trl": "1.15.0"})
+    report = tmp_path / "report.json"
+    done = resolve(house, "scalerl-harness[trl]", "trl==1.15.0", report=report)
+    assert done.returncode == 0, done.stdout + done.stderr
+    chosen = {
+        i["metadata"]["name"].lower(): i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
+    assert chosen["trl"] == "1.15.0" and "scalerl-harness" in chosen
+    assert not set(NOT_FOR_TRAINERS) & set(chosen), sorted(chosen)
+
+    # The light base install and the callback need no trl at all: a lab without TRL is fine too.
+    done = resolve(house, "scalerl-harness", report=report)
+    assert done.returncode == 0, done.stderr
+    bare = {i["metadata"]["name"].lower() for i in json.loads(report.read_text())["install"]}
+    assert "trl" not in bare and not set(NOT_FOR_TRAINERS) & bare
+
+    # The runner's extra keeps its floor: against the lab's 1.15 pin, pip refuses it by name.
+    refused = resolve(house, "scalerl-harness[trl-runner]", "trl==1.15.0", report=report)
+    assert refused.returncode != 0
+    assert "trl" in refused.stderr and (
+        "conflict" in refused.stderr.lower() or "ResolutionImpossible" in refused.stderr
+    )

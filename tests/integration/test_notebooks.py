@@ -1,7 +1,9 @@
 """The three notebooks, executed (nbclient + ipykernel) against a small store written through the
 store's real writer, and again against a sweep `scalerl import` wrote from verl JSON lines on a
 logged compute axis (the notebooks then take the metric and axis the import stored); assertions
-read the executed outputs. Committed notebooks carry no outputs."""
+read the executed outputs. The executed notebooks are then converted to HTML by nbconvert and
+opened in headless Chromium: every figure is drawn, with the page's scripts (plotly.js inlined
+once), and shown as a picture without them. Committed notebooks carry no outputs."""
 
 from __future__ import annotations
 
@@ -22,17 +24,20 @@ NAMES = ("01-quickstart", "02-loo-analysis", "03-live-forecast")
 
 
 Executed = dict[str, tuple[str, list[Any]]]
+# Figures each notebook shows (its fig.show() calls).
+FIGURES = {"01-quickstart": 1, "02-loo-analysis": 3, "03-live-forecast": 1}
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
 def _run_all(env: dict[str, str], workdir: Path) -> Executed:
     """Every notebook, run side by side (each is mostly start-up and imports: this halves the
     wall time on two cores), its kernel given ``env``."""
     with pytest.MonkeyPatch.context() as mp:
-        # Kernels inherit this environment; Plotly's JSON renderer keeps outputs small and lets
-        # the tests read the figures back.
-        for key, value in {**env, "PLOTLY_RENDERER": "plotly_mimetype"}.items():
+        # Kernels inherit this environment; the notebooks set their own renderer
+        # (scalerl.harness.notebook.setup_figures), whose outputs carry the figure's JSON too.
+        for key, value in env.items():
             mp.setenv(key, value)
-        for key in ("SCALERL_METRIC", "SCALERL_AXIS"):
+        for key in ("SCALERL_METRIC", "SCALERL_AXIS", "PLOTLY_RENDERER"):
             if key not in env:
                 mp.delenv(key, raising=False)
         with ThreadPoolExecutor(max_workers=len(NAMES)) as pool:
@@ -49,26 +54,31 @@ def _execute(name: str, workdir: Path) -> tuple[str, list[Any]]:
         nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
     )
     client.execute()
+    nbformat.write(nb, workdir / f"{name}.executed.ipynb")  # for the HTML test
     text, figures = [], []
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
                 text.append(out["text"])
             data = out.get("data", {})
-            if "text/plain" in data:
+            if "text/plain" in data and PLOTLY_MIME not in data:
                 text.append(data["text/plain"])
-            if "application/vnd.plotly.v1+json" in data:
-                figures.append(data["application/vnd.plotly.v1+json"])
+            if PLOTLY_MIME in data:
+                figures.append(data[PLOTLY_MIME])
     return "\n".join(text), figures
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory: pytest.TempPathFactory) -> Executed:
+def executed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("notebooks")
+
+
+@pytest.fixture(scope="module")
+def executed(executed_dir: Path) -> Executed:
     """Every notebook run once against one store (a recipe-like sweep: val/pass_rate on flops)."""
-    tmp = tmp_path_factory.mktemp("notebooks")
-    url = f"sqlite:///{tmp / 'scalerl.db'}"
+    url = f"sqlite:///{executed_dir / 'scalerl.db'}"
     report_sweep.write_sweep(url)
-    return _run_all({"SCALERL_DB_URL": url, "SCALERL_SWEEP": report_sweep.SWEEP}, tmp)
+    return _run_all({"SCALERL_DB_URL": url, "SCALERL_SWEEP": report_sweep.SWEEP}, executed_dir)
 
 
 IMPORTED = "verl"
@@ -113,8 +123,9 @@ def test_quickstart_lists_the_sweep_and_plots_its_curves(executed: Executed) -> 
     assert f"sweep: {report_sweep.SWEEP}" in text
     assert re.search(r"loo-report-loo-dapo-s1\s+loo-dapo\s+1\s+running\s+66", text)  # 33 steps x 2 metrics
     assert "258 points, 6 runs" in text  # 4 finished x 48 + 2 running x 33
-    (fig,) = figures
-    assert len(fig["data"]) == 6 and fig["layout"]["xaxis"]["type"] == "log"
+    (fig,) = figures  # the report's curves figure, through Sweep.figures()
+    runs = [t["name"] for t in fig["data"] if " · seed " in str(t.get("name"))]
+    assert len(runs) == 6 and {"fit baseline", "fit loo-dapo"} <= {t.get("name") for t in fig["data"]}
 
 
 def test_loo_analysis_finds_the_known_mover(executed: Executed) -> None:
@@ -140,13 +151,59 @@ def test_live_forecast_stops_the_losing_running_run(executed: Executed) -> None:
     assert rows["loo-report-loo-dapo-s1"] == "STOP"  # ceiling 0.45 against the baseline's 0.60
     assert rows["loo-report-baseline-s1"] == "keep"
     assert rows["loo-report-baseline-s0"] == "finished"
-    forecast = re.search(
-        r"loo-report-loo-dapo-s1\s+running\s+\S+\s+\S+\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)", text
-    )
+    # The variant's forecast is `scalerl forecast`'s (Sweep.forecast: seeds pooled, siblings).
+    forecast = re.search(r"^\s*loo-dapo\s+2\s+ok\s+sweep\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)", text, re.M)
     assert forecast is not None
     value, lo, hi = map(float, forecast.groups())
     assert lo <= value <= hi and value == pytest.approx(0.45, abs=0.02)
     assert len(figures) == 1
+
+
+def test_the_notebooks_use_the_public_api_only() -> None:
+    """Nothing but scalerl.Sweep / list_sweeps and the notebook renderer (issue 38: they called
+    fit_sweep, FitRequest, report._style.esc and a bootstrap forecast of their own)."""
+    import nbformat
+
+    for name in NAMES:
+        nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        imports = set(re.findall(r"^\s*(?:from|import)\s+(scalerl[\w.]*)", code, re.M))
+        assert imports <= {"scalerl", "scalerl.harness.notebook"}, (name, imports)
+        assert "scalerl.Sweep.open(" in code and "._" not in code.replace("__", ""), name
+
+
+@pytest.mark.slow  # nbconvert + 4 Chromium page loads (~20 s)
+def test_the_notebooks_render_their_figures_in_nbconvert_html(executed: Executed, executed_dir: Path) -> None:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    from tests.fixtures.chromium import chromium_binary, load_page
+
+    if chromium_binary() is None:
+        pytest.skip("no chromium on PATH (apt-get install chromium; CI installs it)")
+    for name, n in FIGURES.items():
+        nb = nbformat.read(executed_dir / f"{name}.executed.ipynb", as_version=4)
+        shown = [
+            o["data"] for c in nb.cells for o in c.get("outputs", []) if PLOTLY_MIME in o.get("data", {})
+        ]
+        assert len(shown) == n, name
+        # Each figure carries a static picture (viewers that run no script: a git host's preview).
+        assert all(d["image/png"] and "text/html" in d for d in shown), name
+        body, _ = HTMLExporter().from_notebook_node(nb)
+        page = executed_dir / f"{name}.html"
+        page.write_text(body, encoding="utf-8")
+        drawn = load_page(page)
+        assert (drawn.plots, drawn.drawn) == (n, n), (name, drawn.plots, drawn.drawn, drawn.errors)
+        assert drawn.main_svg >= n and drawn.paths > 10 * n, name
+        assert drawn.pictures == 0, name  # the static pictures gave way to the drawn figures
+        # plotly.js came from the page itself: no request for it (only nbconvert's own template
+        # asks a CDN for require.js and MathJax, which these figures need neither of).
+        assert not [u for u in drawn.requests if "plot.ly" in u or "plotly" in u], name
+        assert not [e for e in drawn.errors if "exception" in e], (name, drawn.errors)
+    # A viewer that runs no script shows the pictures instead (one notebook is enough: the same
+    # renderer made every output).
+    still = load_page(executed_dir / "02-loo-analysis.html", javascript=False)
+    assert (still.plots, still.pictures) == (0, FIGURES["02-loo-analysis"])
 
 
 def _values(data: Any) -> np.ndarray:
@@ -161,8 +218,9 @@ def test_notebooks_run_on_an_imported_sweep_with_its_stored_metric_and_axis(impo
     assert f"sweep: {IMPORTED}; metric {VAL} on tokens" in text
     assert "164 points, 4 runs" in text  # 41 steps (0, the validation before training, to 40) x 4
     (fig,) = figures
-    xs = np.concatenate([_values(trace["x"]) for trace in fig["data"]])
-    assert len(fig["data"]) == 4 and xs.max() == pytest.approx(44_000)  # the tokens, not the steps
+    runs = [trace for trace in fig["data"] if " · seed " in str(trace.get("name"))]
+    xs = np.concatenate([_values(trace["x"]) for trace in runs])
+    assert len(runs) == 4 and xs.max() == pytest.approx(44_000)  # the tokens, not the steps
 
     text, figures = imported["02-loo-analysis"]
     assert f"metric {VAL} on tokens" in text
@@ -175,5 +233,5 @@ def test_notebooks_run_on_an_imported_sweep_with_its_stored_metric_and_axis(impo
 
     text, figures = imported["03-live-forecast"]
     assert "0 of 4 runs still running; forecasting at tokens=4.4e+04" in text
-    assert len(re.findall(r"^\s*\S+-s\d\s+completed\s.*\sfinished\s*$", text, re.M)) == 4
+    assert len(re.findall(r"^\s*\S+-s\d\s+\S+\s+completed\s.*\sfinished\s*$", text, re.M)) == 4
     assert len(figures) == 1

@@ -54,7 +54,7 @@ def test_report_computes_fits_when_none_are_stored(
 
 def test_report_uses_stored_fits(store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from scalerl import db
-    from scalerl.harness.analysis.sweep import FitRequest, fit_sweep
+    from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep
 
     store = db.open_store(store_url)
     fit_sweep(store, report_sweep.SWEEP, FitRequest(axis="gpu_hours", n_boot=20))
@@ -80,17 +80,24 @@ def test_report_without_points_says_fit_has_not_run(store_url: str, tmp_path: Pa
 def test_user_errors_name_the_fix_and_hide_passwords(
     store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["report", "nope", "-o", str(tmp_path / "x.html"), "--db", store_url]) == 6
+    assert main(["report", "nope", "-o", str(tmp_path / "x.html"), "--db", store_url]) == 3
     err = capsys.readouterr().err
     assert "SWEEP='nope'" in err and "empty, loo-report" in err
-    assert main(["report", report_sweep.SWEEP, "--metric", "nope", "--db", store_url]) == 6
+    assert main(["report", report_sweep.SWEEP, "--metric", "nope", "--db", store_url]) == 3
     err = capsys.readouterr().err
-    assert "--metric='nope'" in err and "train/reward, val/pass_rate" in err
-    # fit and forecast exit alike on the same mistakes (README, "Exit codes": 6), naming the metrics.
-    assert main(["fit", report_sweep.SWEEP, "--metric", "nope", "--no-save", "--db", store_url]) == 6
-    assert "one its runs log: train/reward, val/pass_rate" in capsys.readouterr().err
-    assert main(["forecast", "nope", "--db", store_url]) == 6
-    capsys.readouterr()
+    assert "metric='nope'" in err and "train/reward, val/pass_rate" in err
+    # Every command exits alike on the same mistake (README, "Scripting with --json, and exit
+    # codes": a name not in the store is 3), with the same message: the names there, and the one
+    # meant for a near miss.
+    for command in ("fit", "forecast", "report", "status", "cancel"):
+        assert main([command, "loo-reprot", "--db", store_url]) == 3, command
+        err = capsys.readouterr().err
+        assert "SWEEP='loo-reprot': no such sweep in the store" in err, (command, err)
+        assert "did you mean 'loo-report'?" in err, (command, err)
+    for command in ("fit", "forecast", "report"):
+        assert main([command, report_sweep.SWEEP, "--metric", "val/pass_rat", "--db", store_url]) == 3
+        err = capsys.readouterr().err
+        assert "did you mean 'val/pass_rate'? pass --metric, one its runs log: train/reward" in err, err
     url = "postgresql://scalerl:s3cret-pw@127.0.0.1:1/scalerl"
     assert main(["report", "x", "-o", str(tmp_path / "y.html"), "--db", url]) == 4  # StoreError: unreachable
     err = capsys.readouterr().err

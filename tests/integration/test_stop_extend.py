@@ -8,6 +8,7 @@ on the budget). A run stopped because its variant was decided keeps its checkpoi
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,10 @@ import yaml
 
 from scalerl import db
 from scalerl.db import queries
-from scalerl.harness.analysis.spending import LookPlan
-from scalerl.harness.analysis.verdicts import Verdict
+from scalerl.harness.analysis.verdicts.inference import Contrast
+from scalerl.harness.analysis.verdicts.rule import Evidence
+from scalerl.harness.analysis.verdicts.spending import LookPlan
+from scalerl.harness.analysis.verdicts.types import Verdict
 from scalerl.harness.cli import main
 from scalerl.harness.execution.decide import DecideMonitor
 from scalerl.harness.execution.runners.reference import ReferenceRunner
@@ -102,9 +105,11 @@ def test_extend_continues_a_completed_run_exactly_as_a_longer_run(tmp_path: Path
 
 
 def _mover(variant: str) -> Verdict:
+    # dA 0.1 with SE 0.025 on 20 degrees of freedom: [0.048, 0.152], wholly beyond the margin.
+    evidence = Evidence(Contrast(0.1, 0.025, 20.0), None, None, 0.02, math.log1p(0.1), 0.95)
     return Verdict(
         "loss", variant, "x", "asymptote-mover", 0.5, 0.6, 0.1, 0.05, 0.15, 1.0, 1.0, 0.0, -0.1, 0.1,
-        0.02, "synthetic",
+        0.02, "synthetic", evidence=evidence,
     )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from scalerl import db
 from scalerl.db import queries
-from scalerl.harness.analysis.sweep import fit_sweep
+from scalerl.harness.analysis.verdicts.service import fit_sweep
 from scalerl.harness.execution.job import execute
 from scalerl.harness.execution.submit import register
 from scalerl.harness.execution.sweep import launch, prepare

@@ -87,23 +87,26 @@ def acquire_slot(max_parallel: int) -> IO[str] | None:
     return None
 
 
-PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flags: a kernel thread
+# Linux's kernel threads are children of kthreadd (pid 2), itself a child of pid 0.
+_KERNEL_PARENTS = (0, 2)
 
 
-def pid_alive(pid: int, marker: bytes = b"scalerl.harness.execution", proc: Path = Path("/proc")) -> bool:
+def pid_alive(pid: int, marker: bytes = b"scalerl.harness.execution") -> bool:
     """True when ``pid`` is a live harness process whose command line holds ``marker`` (a job's,
-    by default; guards against pid reuse). ``proc``: where procfs is (tests point it elsewhere)."""
+    by default; guards against pid reuse). Read through psutil, so it answers the same on Linux
+    and macOS (a laptop's local sweeps): a zombie has exited (its parent reaps it), a process we
+    may not inspect is not ours."""
+    import psutil
+
     try:
-        cmdline = (proc / str(pid) / "cmdline").read_bytes()
-        stat = (proc / str(pid) / "stat").read_text()
-    except OSError:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        cmdline = proc.cmdline()
+        if not cmdline:
+            # A user process reads an empty command line only inside execve (the scheduler's
+            # child becoming the job): it is alive. A kernel thread (a reused pid) has none for good.
+            return proc.ppid() not in _KERNEL_PARENTS
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return False
-    fields = stat.rsplit(")", 1)[-1].split()  # after "pid (comm)": state, ppid, ..., flags (6th)
-    # A zombie has exited; its parent (the scheduler) will reap it.
-    if fields[0] == "Z":
-        return False
-    if not cmdline:
-        # A user process reads an empty command line only inside execve (the scheduler's child
-        # becoming the job): it is alive. A kernel thread (a reused pid) has none for good.
-        return not int(fields[6]) & PF_KTHREAD
-    return marker in cmdline
+    return marker in b"\0".join(arg.encode("utf-8", "surrogateescape") for arg in cmdline)

@@ -50,13 +50,13 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.harness.atomicio import write_atomic
+from scalerl.harness.axes import COMPUTE_UNITS
 from scalerl.harness.errors import ConfigError, ExecutionError, ImportFormatError
 from scalerl.harness.execution.runners.base import Outcome, RunContext, Runner, register_runner
 from scalerl.harness.execution.spec import RunSpec
 from scalerl.harness.recipe.schema import BudgetConfig, ReplayRunnerConfig
 
 CHECKPOINT = "replay.json"
-STORED_UNITS = ("gpu_hours", "flops", "tokens", "samples", "wall_s")  # scalerl.db.models.COMPUTE_UNITS
 
 
 @dataclass(frozen=True)
@@ -216,12 +216,12 @@ def _check_store_source(cfg: ReplayRunnerConfig, own_run_id: str | None) -> str:
             "a run cannot replay itself", field="runner.run_id", value=cfg.run_id, fix="name another run"
         )
     for our_unit, col in (cfg.compute or {}).items():
-        if col.column not in ("step", *STORED_UNITS):
+        if col.column not in ("step", *COMPUTE_UNITS):
             raise ConfigError(
                 "a stored run has no such column",
                 field=f"runner.compute.{our_unit}.column",
                 value=col.column,
-                fix=f"use one of {['step', *STORED_UNITS]}",
+                fix=f"use one of {['step', *COMPUTE_UNITS]}",
             )
     return cfg.run_id
 
@@ -260,9 +260,9 @@ def _store_points(cfg: ReplayRunnerConfig, db_url: str | None, own_run_id: str |
     steps = frame["step"].to_numpy().tolist()
     values = frame["value"].to_numpy().tolist()
     counts = frame["n"].to_numpy().tolist()
-    units = {u: frame[u].to_numpy().tolist() for u in STORED_UNITS}
+    units = {u: frame[u].to_numpy().tolist() for u in COMPUTE_UNITS}
     if cfg.compute is None:
-        mapping = {u: (u, 1.0) for u in STORED_UNITS}
+        mapping = {u: (u, 1.0) for u in COMPUTE_UNITS}
     else:
         mapping = {u: (c.column, c.scale) for u, c in cfg.compute.items()}
 

@@ -1,6 +1,6 @@
 """The ``trl`` runner: TRL's ``GRPOTrainer`` trained on the recipe, streamed into the store.
 
-``runner: {type: trl}`` (``pip install 'scalerl-harness[trl]'``). Each ScaleRL knob is mapped onto
+``runner: {type: trl}`` (the ``[trl-runner]`` extra: TRL >= 1.16). Each ScaleRL knob is mapped onto
 TRL's ``GRPOConfig`` where TRL expresses it (:func:`grpo_config_kwargs`, the table below); a knob
 TRL cannot express raises :class:`ConfigError` naming it, unless ``runner.unsupported: ignore``,
 which trains without it and records the ignored knobs with the run (an ``unsupported`` event in
@@ -58,6 +58,26 @@ from scalerl.harness.rl.tasks import Problem
 log = logging.getLogger(__name__)
 
 OUTPUT = "trl"  # workdir/trl/checkpoint-<step>/
+# The GRPOConfig fields this runner sets (importance_sampling_level, loss_type "dapo", ...) are
+# TRL 1.16's. A trainer that only reports through the callback takes any TRL (the `trl` extra).
+TRL_MIN = (1, 16)
+TRL_RUNNER_FIX = "pip install 'scalerl-harness[trl-runner]' (TRL >= 1.16)"
+
+
+def check_trl_version(version: str) -> None:
+    """Refuse a TRL older than :data:`TRL_MIN` by name (the `trl` extra leaves a lab's pin alone,
+    so an older one can be installed beside the harness)."""
+    parts = re.findall(r"\d+", version)[:2]
+    got = tuple(int(p) for p in parts) + (0,) * (2 - len(parts))
+    if got < TRL_MIN:
+        raise ConfigError(
+            f"the trl runner needs TRL >= {'.'.join(map(str, TRL_MIN))}, and this environment has {version}",
+            field="runner.type",
+            value="trl",
+            fix=TRL_RUNNER_FIX,
+        )
+
+
 COMPUTE_FILE = "harness_compute.json"  # in each checkpoint dir
 UNSUPPORTED_FILE = "trl_unsupported.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
@@ -252,8 +272,9 @@ class TrlRunner(Runner):
                 f"the trl runner needs TRL ({err})",
                 field="runner.type",
                 value="trl",
-                fix="pip install 'scalerl-harness[trl]'",
+                fix=TRL_RUNNER_FIX,
             ) from None
+        check_trl_version(trl.__version__)
         from datasets import Dataset  # comes with trl
 
         from scalerl.harness.rl.model import build_policy, non_embedding_params

@@ -165,18 +165,35 @@ class HFGenerator(Generator):
         stop = torch.tensor(self.policy.tokenizer.stop_ids, dtype=torch.long)
         phrase = torch.tensor(spec.phrase_ids or (eos,), dtype=torch.long)
         steps = 0
+        dev = self.engine.device
+        # On an accelerator the draw happens there: copying [B, V] log-probs to the host and
+        # sampling them on one CPU thread cost 1.0 s a token at B=128 x V=151,936 on an H200
+        # machine (bench/README.md, "GPU: trainer throughput and the FP32 head"). Its stream is
+        # seeded from ``rng``, so the run's randomness still lives in the checkpointed CPU
+        # generator. The CPU path is unchanged.
+        dev_rng = None
+        if dev.type != "cpu":
+            seed = int(torch.randint(0, 2**62, (1,), generator=rng))
+            dev_rng = torch.Generator(device=dev).manual_seed(seed)
         while steps < n_tokens and not c.done():
-            # Bookkeeping lives on the CPU (it is checkpointed and sampled with a CPU generator);
-            # only the forward and the KV cache run on the model's device (no-ops on CPU).
-            dev = self.engine.device
+            # Bookkeeping lives on the CPU (it is checkpointed); only the forward, the KV cache
+            # and (on an accelerator) the draw run on the model's device (no-ops on CPU).
             hidden, c.cache = self.engine.hidden(
                 c.next_input.to(dev), c.attn.to(dev), c.next_pos.to(dev), c.cache, use_cache=True
             )
             last = hidden[:, -1]
             if self.engine_dtype is not None:
                 last = last.to(self.engine_dtype).float()  # the engine's hidden state is bf16
-            logp = self.engine.logprobs(last, spec.temperature).cpu()
-            tok = _sample(logp, spec, rng)
+            logp = self.engine.logprobs(last, spec.temperature)
+            picked: Tensor | None = None  # per row: log-prob of the drawn token, entropy
+            if dev_rng is None:
+                tok = _sample(logp, spec, rng)
+            else:
+                drawn = _sample(logp, spec, dev_rng)
+                picked = torch.stack(
+                    [logp.gather(-1, drawn[:, None]).squeeze(-1), -(logp.exp() * logp).sum(-1)]
+                ).cpu()
+                tok = drawn.cpu()
             live = c.phase != 3
             # Interruption: a thinking row that reached its budget starts the forced phrase.
             start_force = live & (c.phase == 0) & (c.n_think >= c.interrupt_at)
@@ -188,10 +205,13 @@ class HFGenerator(Generator):
             col = c.length.clamp(max=spec.max_len - 1)
             c.tokens[rows[live], col[live]] = tok[live]
             c.versions[rows[live], col[live]] = self.version
-            c.logp[rows[sampled], col[sampled]] = logp[sampled].gather(-1, tok[sampled, None]).squeeze(-1)
+            if picked is None:
+                c.logp[rows[sampled], col[sampled]] = logp[sampled].gather(-1, tok[sampled, None]).squeeze(-1)
+            else:
+                c.logp[rows[sampled], col[sampled]] = picked[0, sampled]
             c.mask[rows[sampled], col[sampled]] = 1.0
             if sampled.any():
-                ent = -(logp[sampled].exp() * logp[sampled]).sum(-1)
+                ent = -(logp[sampled].exp() * logp[sampled]).sum(-1) if picked is None else picked[1, sampled]
                 c.entropy_sum += float(ent.sum().item())
             c.length += live.long()
             # Forced phrase bookkeeping.

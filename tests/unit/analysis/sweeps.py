@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.verdicts import VariantCurves
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.groups import VariantCurves
 
 COMPUTE = np.geomspace(200, 150_000, 50)  # to 30 x C_mid: every curve reaches its plateau
 # variant -> (knob, A, B, C_mid); the baseline is A=0.70, B=1.5, C_mid=5000.

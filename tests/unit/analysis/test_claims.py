@@ -7,12 +7,20 @@ import math
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.claims import KnobContrasts, bh_adjusted, claim_pvalues, judge
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.inference import Contrast
-from scalerl.harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.groups import VariantCurves
+from scalerl.harness.analysis.verdicts.inference import Contrast, bh_adjusted
+from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.rule import Claim, Evidence, claims, decide
+from scalerl.harness.analysis.verdicts.types import VerdictOptions
 
 THR = math.log1p(0.1)
+
+
+def _ev(
+    a: Contrast | None, b: Contrast | None = None, c: Contrast | None = None, lower: bool = False
+) -> Evidence:
+    return Evidence(a, b, c, 0.02, THR, 0.95, lower_bound=lower)
 
 
 def test_bh_adjusted_p_values_are_the_step_up_rates() -> None:
@@ -29,13 +37,13 @@ def test_claims_need_no_equal_ceilings_and_a_knob_can_be_both() -> None:
     steep_b = Contrast(math.log(2.0), 0.1, 20.0)
     same_c = Contrast(0.0, 0.02, 20.0)
     knobs = {
-        "shaper": KnobContrasts(unsure_a, steep_b, same_c),
-        "both": KnobContrasts(clear_a, steep_b, same_c),
-        "mover": KnobContrasts(clear_a, Contrast(0.0, 0.02, 20.0), same_c),
-        "null": KnobContrasts(Contrast(0.0, 0.004, 20.0), Contrast(0.0, 0.02, 20.0), same_c),
-        "unmeasured": KnobContrasts(None),
+        "shaper": _ev(unsure_a, steep_b, same_c),
+        "both": _ev(clear_a, steep_b, same_c),
+        "mover": _ev(clear_a, Contrast(0.0, 0.02, 20.0), same_c),
+        "null": _ev(Contrast(0.0, 0.004, 20.0), Contrast(0.0, 0.02, 20.0), same_c),
     }
-    got = judge(knobs, 0.02, THR, 0.95)
+    rulings = {k: decide(e) for k, e in knobs.items()} | {"unmeasured": None}
+    got = claims(rulings, 0.95)
     assert {k: v.verdict for k, v in got.items()} == {
         "shaper": "efficiency-shaper",
         "both": "asymptote-mover",
@@ -43,14 +51,14 @@ def test_claims_need_no_equal_ceilings_and_a_knob_can_be_both() -> None:
         "null": "no-effect",
         "unmeasured": "undecided",
     }
-    assert got["both"].efficiency and not got["mover"].efficiency
-    # The probability is 1 - the claim's BH q-value: high for what is shown, 0 for what cannot be.
-    assert got["both"].prob_ceiling > 0.99 and got["shaper"].prob_ceiling < 0.5
-    assert got["unmeasured"].prob_ceiling == 0.0 and got["unmeasured"].best_p == 1.0
-    # A lower bound on dA can only show the ceiling rising.
-    lb = KnobContrasts(Contrast(0.1, 0.01, 20.0), lower_bound=True)
-    assert claim_pvalues(lb, 0.02, THR)[1:] == (1.0, 1.0)
-    assert claim_pvalues(KnobContrasts(Contrast(-0.1, 0.01, 20.0), lower_bound=True), 0.02, THR)[0] == 1.0
+    assert got["both"].both and not got["mover"].both
+    # The probability is 1 - the claim's BH q-value: high for what is shown, low for what is not.
+    assert got["both"].probability(Claim.MOVER) > 0.99 and got["shaper"].probability(Claim.MOVER) < 0.5
+    assert math.isnan(got["unmeasured"].probability(Claim.MOVER)) and math.isnan(got["unmeasured"].p)
+    # A lower bound on dA can only show the ceiling rising; its efficiency is still compared.
+    lb = decide(_ev(Contrast(0.1, 0.01, 20.0), steep_b, same_c, lower=True))
+    assert lb.shown(Claim.MOVER) and lb.shown(Claim.SHAPER) and lb.p[Claim.NO_EFFECT] == 1.0
+    assert decide(_ev(Contrast(-0.1, 0.01, 20.0), lower=True)).p[Claim.MOVER] == 1.0
 
 
 # Known truth: exact sigmoids, Binomial(500) points, 41 evaluations from the budget's 1/41 (no

@@ -1,4 +1,4 @@
-"""One curve's health (scalerl.harness.analysis.collapse) against known truth.
+"""One curve's health (scalerl.harness.analysis.verdicts.collapse) against known truth.
 
 Curves are the bench's (bench/verdict_sim.py, bench/README.md "Verdicts against known truth"):
 R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) with R0 ~ U(0.2, 0.35), A ~ U(0.6, 0.8), B ~ U(1, 2.5),
@@ -18,14 +18,14 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.collapse import (
+from scalerl.harness.analysis.noise.ar1 import ar1_variance_factor
+from scalerl.harness.analysis.noise.point import binomial_se
+from scalerl.harness.analysis.verdicts.collapse import (
     CollapseOptions,
     CurveHealth,
-    ar1_variance_factor,
     judge,
     lag1_rho,
 )
-from scalerl.harness.analysis.noise import binomial_se
 
 POINTS = 30  # evaluations after compute 0
 N = 640

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
-from scalerl.harness.analysis.fitters import (
+from scalerl.harness.analysis.fit.curve import FitOptions, sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import (
     FITTERS,
     PaperGridFitter,
     fit_sigmoid,
     fit_sigmoid_many,
     get_fitter,
 )
-from scalerl.harness.analysis.powerlaw import fit_power_law
+from scalerl.harness.analysis.fit.powerlaw import fit_power_law
 from scalerl.harness.errors import ConfigError
 
 C = np.geomspace(500, 30_000, 40)

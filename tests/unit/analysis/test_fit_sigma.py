@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.curve import SIGMA_FLOOR, FitOptions, prepare, sigmoid_curve
-from scalerl.harness.analysis.fitters import fit_sigmoid, fit_sigmoid_many
-from scalerl.harness.analysis.uncertainty import bootstrap_fits
+from scalerl.harness.analysis.fit.bootstrap import bootstrap_fits
+from scalerl.harness.analysis.fit.curve import SIGMA_FLOOR, FitOptions, prepare, sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid, fit_sigmoid_many
 from scalerl.harness.errors import ConfigError
 
 C = np.geomspace(500, 30_000, 40)

@@ -10,9 +10,16 @@ import numpy as np
 import pytest
 
 from scalerl.harness.analysis import forecast_curve, forecast_curves, forecast_sweep
-from scalerl.harness.analysis.bounds import UNIT, check_bounds, clip_to_bounds, is_rate_name, resolve_bounds
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION, point_forecast_many, with_interval
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.forecast.bounds import (
+    UNIT,
+    check_bounds,
+    clip_to_bounds,
+    is_rate_name,
+    resolve_bounds,
+)
+from scalerl.harness.analysis.forecast.calibrations import DEFAULT_CALIBRATION
+from scalerl.harness.analysis.forecast.ensemble import point_forecast_many, with_interval
 from scalerl.harness.errors import ConfigError
 
 C = np.geomspace(100, 1e4, 40)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from scalerl.harness.analysis import forecast_curve, forecast_curves, forecast_reach
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.forecaster import DEFAULT_CALIBRATION, EnsembleSettings, point_forecast_many
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.forecast.calibrations import DEFAULT_CALIBRATION
+from scalerl.harness.analysis.forecast.ensemble import EnsembleSettings, point_forecast_many
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.importers import read_curves
 

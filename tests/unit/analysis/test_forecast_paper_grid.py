@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.fitters import PaperGridFitter, fit_sigmoid
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import PaperGridFitter, fit_sigmoid
 
 PAPER_A = tuple(np.round(np.arange(0.450, 0.8001, 0.005), 3).tolist())
 

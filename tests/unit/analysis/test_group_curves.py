@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalerl.harness.analysis.sweep import group_curves
+from scalerl.harness.analysis.groups import group_curves
 
 
 def frame() -> pd.DataFrame:

@@ -13,18 +13,17 @@ import pytest
 
 from scalerl import db
 from scalerl.harness.analysis import forecast_curve
-from scalerl.harness.analysis.calibration import buckets, coverage_table, fit_calibration, fit_calibrations
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.forecaster import (
-    CALIBRATED_LEVELS,
-    IntervalCalibration,
-    UnitTerms,
-    point_forecast_many,
-    with_interval,
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.forecast.calibrations import FINISHED_SWEEP_CALIBRATION, SWEEP_CALIBRATION
+from scalerl.harness.analysis.forecast.conformal import (
+    buckets,
+    coverage_table,
+    fit_calibration,
+    fit_calibrations,
 )
-from scalerl.harness.analysis.hierarchical import (
-    FINISHED_SWEEP_CALIBRATION,
-    SWEEP_CALIBRATION,
+from scalerl.harness.analysis.forecast.ensemble import point_forecast_many, with_interval
+from scalerl.harness.analysis.forecast.intervals import CALIBRATED_LEVELS, IntervalCalibration, UnitTerms
+from scalerl.harness.analysis.forecast.sweep_prior import (
     SWEEP_MEMBERS,
     SweepSettings,
     forecast_sweep,
@@ -167,7 +166,7 @@ def test_prior_is_the_siblings_median_with_a_floored_spread() -> None:
 def test_each_run_of_a_sweep_is_fitted_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A sweep of n runs has n sibling sets of n - 1 runs: the n curves are fitted once, not
     n (n - 1) times (a 100-variant sweep of long curves would not fit in memory otherwise)."""
-    import scalerl.harness.analysis.hierarchical as hier
+    import scalerl.harness.analysis.forecast.sweep_prior as hier
 
     seen: list[int] = []
     real = hier.fit_sigmoid_many

@@ -8,11 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalerl.harness.analysis.collapse import judge
-from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
-from scalerl.harness.analysis.noise import binomial_se, point_se, residual_se, window_se
-from scalerl.harness.analysis.sweep import analyze_frame
-from scalerl.harness.analysis.verdicts import VariantCurves, VerdictOptions, classify
+from scalerl.harness.analysis.fit.curve import FitOptions, sigmoid_curve
+from scalerl.harness.analysis.groups import VariantCurves
+from scalerl.harness.analysis.noise.point import binomial_se, point_se, residual_se, window_se
+from scalerl.harness.analysis.verdicts.collapse import judge
+from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.service import analyze_frame
+from scalerl.harness.analysis.verdicts.types import VerdictOptions
 
 # The demo's shape: 300 steps evaluated every 10 (30 points), pass rate rising from ~0.36 to a
 # plateau near 0.6, each point a pass rate over n = 128 samples (about +/-0.043 of noise).

@@ -8,8 +8,14 @@ import warnings
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.fitters import FITTERS, PaperFitter, fit_sigmoid, fit_sigmoid_many, get_fitter
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.fit.fitters import (
+    FITTERS,
+    PaperFitter,
+    fit_sigmoid,
+    fit_sigmoid_many,
+    get_fitter,
+)
 from scalerl.harness.errors import ConfigError
 
 X = np.geomspace(500.0, 30_000.0, 60)
@@ -128,7 +134,7 @@ def test_selectable_by_name_with_fixed_a_and_weights() -> None:
 
 
 def test_memory_blocks_do_not_change_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    from scalerl.harness.analysis import paper_fit
+    from scalerl.harness.analysis.fit import paper as paper_fit
 
     y = sigmoid_curve(X, 0.1, 0.6, 1.4, 4000.0) + np.random.default_rng(5).normal(0.0, 0.01, X.size)
     whole = fit_sigmoid(X, y, r0=0.1, method="paper")

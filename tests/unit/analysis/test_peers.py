@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from scalerl.harness.analysis.peers import (
+from scalerl.harness.analysis.forecast.peers import (
     PEER_POINTS,
     PeerForecast,
     exceed_probability,

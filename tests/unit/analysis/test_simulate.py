@@ -11,9 +11,9 @@ import pytest
 
 from scalerl import db
 from scalerl.db.queries import CURVE_COLUMNS
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.noise_fit import curve_noise, estimate_noise
-from scalerl.harness.analysis.simulate import (
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.sim.noise_fit import curve_noise, estimate_noise
+from scalerl.harness.analysis.sim.simulate import (
     CurveTruth,
     NoiseModel,
     SweepDesign,
@@ -22,7 +22,7 @@ from scalerl.harness.analysis.simulate import (
     simulate_sweep,
     write_sweep,
 )
-from scalerl.harness.analysis.sweep import FitRequest, fit_sweep
+from scalerl.harness.analysis.verdicts.service import FitRequest, fit_sweep
 from scalerl.harness.errors import ConfigError
 
 BASE = CurveTruth(r0=0.3, a=0.7, b=1.5, c_mid=1000.0)

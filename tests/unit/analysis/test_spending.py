@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scalerl.harness.analysis.spending import (
+from scalerl.harness.analysis.verdicts.spending import (
     LookPlan,
     final_level,
     look_level,

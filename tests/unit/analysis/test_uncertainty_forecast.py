@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.curve import FitOptions, SigmoidFit, sigmoid_curve
-from scalerl.harness.analysis.forecast import (
+from scalerl.harness.analysis.fit.backtest import (
     backtest_many,
     backtest_power_law,
     forecast_compute_to_reach,
     forecast_value,
 )
-from scalerl.harness.analysis.uncertainty import bootstrap_fits, pool, seed_noise
+from scalerl.harness.analysis.fit.bootstrap import bootstrap_fits, pool
+from scalerl.harness.analysis.fit.curve import FitOptions, sigmoid_curve
 from scalerl.harness.importers import read_curves
 
 REAL = Path("/work/shared/data/real-rl-curves")
@@ -58,22 +58,6 @@ def test_forecast_from_unfit_curve_is_nan_with_reason() -> None:
     assert boot.fit.status == "pre-inflection"
     fc = forecast_value(boot, 1e5)
     assert math.isnan(fc.value) and "pre-inflection" in fc.reason
-
-
-def _fit(a: float, status: str = "ok") -> SigmoidFit:
-    return SigmoidFit(0.2, a, 1.5, 5000.0, 0.01, 40, status, "", "fast")  # type: ignore[arg-type]
-
-
-def test_seed_noise_is_pooled_std_over_variants_with_two_ok_seeds() -> None:
-    noise = seed_noise(
-        {
-            "base": [_fit(0.70), _fit(0.72), _fit(0.74)],  # var 4e-4, 2 dof
-            "v1": [_fit(0.60), _fit(0.61)],  # var 5e-5, 1 dof
-            "v2": [_fit(0.5), _fit(math.nan, "pre-inflection")],  # one ok seed: ignored
-        }
-    )
-    assert noise == pytest.approx(math.sqrt((4e-4 * 2 + 5e-5) / 3))
-    assert math.isnan(seed_noise({"single": [_fit(0.7)]}))
 
 
 def _real_sets() -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:

@@ -8,9 +8,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.curve import FitOptions, sigmoid_curve
-from scalerl.harness.analysis.fitters import fit_sigmoid
-from scalerl.harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
+from scalerl.harness.analysis.fit.curve import FitOptions, sigmoid_curve
+from scalerl.harness.analysis.groups import VariantCurves
+from scalerl.harness.analysis.verdicts.explain import seeds_phrase
+from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.power import seeds_to_decide
+from scalerl.harness.analysis.verdicts.types import Verdict, VerdictOptions
 from tests.unit.analysis.sweeps import COMPUTE, Truth, synthetic_sweep
 
 FAST = VerdictOptions(n_boot=100)
@@ -71,7 +74,9 @@ def test_no_effect_needs_equivalence_and_a_wide_interval_is_undecided() -> None:
     noisy = classify(*_plateau_sweep(truths, seeds=2, noise=0.05, seed=4), verdict_options=FAST).verdicts[0]
     assert noisy.d_a_lo < -0.02 or noisy.d_a_hi > 0.02
     assert noisy.verdict == "undecided" and noisy.pending == "seeds"
-    assert "seeds per variant would decide" in noisy.reason or "no seed count decides it" in noisy.reason
+    # The seeds it would take: the one number (seeds_to_decide on its evidence), in the one phrase.
+    assert noisy.evidence is not None and noisy.seeds_needed == seeds_to_decide(noisy.evidence, 2)
+    assert seeds_phrase(noisy.seeds_needed, 2, 0.8) in noisy.reason
 
 
 def test_one_collapsed_seed_is_a_finding_not_a_veto() -> None:
@@ -218,7 +223,7 @@ def test_a_curve_before_its_inflection_is_undecided_and_says_what_would_pin_it()
     (v,) = result.verdicts
     assert v.verdict == "undecided" and v.pending == "compute"
     assert "baseline has not passed its inflection" in v.reason and "train further" in v.reason
-    from scalerl.harness.analysis.decision import what_decides
+    from scalerl.harness.analysis.verdicts.next_steps import what_decides
 
     (step,) = what_decides(result, "baseline", {"baseline": 40_000.0, "loo-late": 40_000.0})
     assert step.factor > 1.5 and "ceiling is measured at" in step.note
@@ -265,7 +270,7 @@ def test_a_sweep_with_only_a_baseline_has_no_verdicts_and_no_error() -> None:
 
 def test_a_barely_identified_b_interval_reads_as_unbounded_not_an_overflow() -> None:
     # stop_sim's looks at 25% of a budget gave a log-B interval end past 709 (math.exp's limit).
-    from scalerl.harness.analysis.verdicts import _exp, _expm1
+    from scalerl.harness.analysis.verdicts.pipeline import _exp, _expm1
 
     assert _expm1(800.0) == math.inf and _exp(1e4) == math.inf
     assert _expm1(0.5) == pytest.approx(math.expm1(0.5)) and _exp(-1e4) == 0.0

@@ -220,10 +220,15 @@ def test_a_changed_config_under_a_taken_variant_and_seed_is_refused(url: str) ->
     store.close()
 
 
-def test_the_fit_axes_are_the_analysis_axes() -> None:
-    from scalerl.harness.analysis.sweep import AXES
+def test_the_type_checkers_spellings_of_the_axes_are_the_constants() -> None:
+    from typing import get_args
 
-    assert attach.FIT_AXES == AXES
+    from scalerl.harness.axes import COMPUTE_AXES, COMPUTE_UNITS, FIT_AXES
+    from scalerl.harness.recipe import schema, sweep
+
+    assert get_args(sweep.FitAxis) == FIT_AXES
+    assert set(get_args(schema.DbComputeUnit)) == set(COMPUTE_UNITS)
+    assert set(get_args(schema.ComputeUnit)) == {*COMPUTE_AXES, "steps"}
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -12,10 +12,14 @@ import pytest
 
 from scalerl import db
 from scalerl.db import RunRecord, queries
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.decision import decided
-from scalerl.harness.analysis.spending import LookPlan
-from scalerl.harness.analysis.verdicts import VariantCurves, Verdict, VerdictOptions, classify
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.groups import VariantCurves
+from scalerl.harness.analysis.verdicts.explain import rule_text
+from scalerl.harness.analysis.verdicts.inference import Contrast
+from scalerl.harness.analysis.verdicts.pipeline import classify
+from scalerl.harness.analysis.verdicts.rule import Claim, Evidence, decide, decided
+from scalerl.harness.analysis.verdicts.spending import LookPlan
+from scalerl.harness.analysis.verdicts.types import Verdict, VerdictOptions
 from scalerl.harness.execution.decide import DecideMonitor, futility, looks_due, plan_stops
 from tests.unit.analysis.sweeps import COMPUTE, synthetic_sweep
 
@@ -23,37 +27,85 @@ FAST = VerdictOptions(n_boot=100)
 NAN = math.nan
 
 
-def _verdict(kind: str, **kw: Any) -> Verdict:
+EFF = math.log1p(0.1)  # the efficiency threshold: 10% of B, a factor 1.1 in C_mid
+T20 = 2.085963  # t_{0.975} on 20 degrees of freedom
+
+
+def _evidence(
+    a: tuple[float, float],
+    b: tuple[float, float] | None = (0.0, 0.02),
+    c: tuple[float, float] | None = (0.0, 0.02),
+    *,
+    lower_bound: bool = False,
+) -> Evidence:
+    """(estimate, se) of dA, d log B and d log C_mid, each on 20 degrees of freedom."""
+
+    def con(x: tuple[float, float] | None) -> Contrast | None:
+        return None if x is None else Contrast(x[0], x[1], 20.0)
+
+    a_con = con(a)
+    assert a_con is not None
+    return Evidence(a_con, con(b), con(c), 0.02, EFF, 0.95, lower_bound)
+
+
+def _verdict(kind: str, evidence: Evidence | None = None, **kw: Any) -> Verdict:
     base: dict[str, Any] = dict(
         knob="loss", variant="loo-x", alternative="x", verdict=kind, a_base=0.7, a_variant=0.7,
         d_a=0.0, d_a_lo=-0.01, d_a_hi=0.01, b_base=1.5, b_variant=1.5, d_b=0.0, d_b_lo=-0.05,
         d_b_hi=0.05, margin=0.02, reason="", d_log_c_mid=0.0, d_log_c_mid_lo=-0.05, d_log_c_mid_hi=0.05,
+        evidence=evidence,
     )  # fmt: skip
     return Verdict(**(base | kw))
 
 
-def test_the_rule_asks_every_interval_of_the_verdict_to_clear_its_threshold() -> None:
-    # A mover is decided when dA's interval lies wholly beyond the margin (0.02), not merely
-    # beyond zero: [+0.001, +0.2] could still end inside the margin with more compute.
-    assert decided(_verdict("asymptote-mover", d_a=0.1, d_a_lo=0.03, d_a_hi=0.17))[0]
-    assert not decided(_verdict("asymptote-mover", d_a=0.1, d_a_lo=0.001, d_a_hi=0.2))[0]
-    assert decided(_verdict("asymptote-mover", d_a=-0.1, d_a_lo=-0.15, d_a_hi=-0.05))[0]
-    # A late-level mover has only a lower bound on dA.
-    assert decided(_verdict("asymptote-mover", d_a=0.16, d_a_lo=0.14, d_a_hi=NAN))[0]
-    # No effect = equivalence: every interval inside its threshold (dB: 10% of B_base = 0.15).
-    assert decided(_verdict("no-effect"))[0]
-    assert not decided(_verdict("no-effect", d_a_lo=-0.03))[0]  # could still be a mover
-    assert not decided(_verdict("no-effect", d_b_hi=0.2))[0]  # could still be a shaper
-    assert not decided(_verdict("no-effect", d_log_c_mid_lo=-0.1))[0]  # log(1.1) = 0.0953
-    # A shaper: dB (or dlogC_mid) wholly beyond its floor. The ceiling need not be shown equal
-    # (issue 36): a dA interval that leaves the margin does not undo the efficiency claim.
-    assert decided(_verdict("efficiency-shaper", d_b=1.0, d_b_lo=0.6, d_b_hi=1.4))[0]
-    assert decided(_verdict("efficiency-shaper", d_log_c_mid_lo=-1.2, d_log_c_mid_hi=-0.5))[0]
-    assert not decided(_verdict("efficiency-shaper", d_b=1.0, d_b_lo=0.1, d_b_hi=1.9))[0]
-    assert decided(_verdict("efficiency-shaper", d_a_hi=0.04, d_b_lo=0.6, d_b_hi=1.4))[0]
+def test_the_rule_asks_every_interval_of_the_claim_to_clear_its_threshold() -> None:
+    # A mover is shown when dA's interval lies wholly beyond the margin (0.02), not merely beyond
+    # zero: 0.1 +- 2.086 x 0.02 = [+0.058, +0.142] is; 0.05 +- 0.042 = [+0.008, +0.092] could still
+    # end inside the margin with more compute.
+    assert decide(_evidence((0.1, 0.02))).shown(Claim.MOVER)
+    assert not decide(_evidence((0.05, 0.02))).shown(Claim.MOVER)
+    assert decide(_evidence((-0.1, 0.02))).shown(Claim.MOVER)
+    # A late-level mover has only a lower bound on dA: it can only rise.
+    late = decide(_evidence((0.16, 0.005), None, None, lower_bound=True))
+    assert late.shown(Claim.MOVER) and late.p[Claim.SHAPER] == late.p[Claim.NO_EFFECT] == 1.0
+    assert not decide(_evidence((-0.16, 0.005), None, None, lower_bound=True)).shown(Claim.MOVER)
+    # No effect = equivalence: every interval inside its threshold (dlogB and dlogC_mid at 97.5%:
+    # 0 +- 2.42 x 0.02 inside +-0.0953).
+    assert decide(_evidence((0.0, 0.004))).shown(Claim.NO_EFFECT)
+    assert not decide(_evidence((0.0, 0.012))).shown(Claim.NO_EFFECT)  # dA could still be a mover
+    assert not decide(_evidence((0.0, 0.004), b=(0.05, 0.03))).shown(Claim.NO_EFFECT)  # could be a shaper
+    assert not decide(_evidence((0.0, 0.004), c=(-0.06, 0.03))).shown(Claim.NO_EFFECT)
+    # A shaper: dlogB (or dlogC_mid) wholly beyond its threshold. The ceilings need not be shown
+    # equal (issue 36): a dA interval that straddles the margin leaves the efficiency claim alone,
+    # and with no dA at all (the baseline's ceiling not pinned) efficiency is still compared.
+    assert decide(_evidence((0.0, 0.004), b=(0.5, 0.1))).shown(Claim.SHAPER)
+    assert decide(_evidence((0.0, 0.004), c=(-0.8, 0.1))).shown(Claim.SHAPER)
+    assert not decide(_evidence((0.0, 0.004), b=(0.2, 0.1))).shown(Claim.SHAPER)  # [-0.04, +0.44]
+    assert decide(_evidence((0.0, 0.012), b=(0.5, 0.1))).shown(Claim.SHAPER)  # dA straddles
+    no_a = replace(_evidence((0.0, 0.004), b=(0.5, 0.1)), a=None)
+    assert decide(no_a).shown(Claim.SHAPER) and decide(no_a).p[Claim.NO_EFFECT] == 1.0
+    # Without an efficiency comparison only the mover claim can be tested.
+    no_eff = decide(_evidence((0.0, 0.004), None, None))
+    assert no_eff.p[Claim.SHAPER] == no_eff.p[Claim.NO_EFFECT] == 1.0
+
+
+def test_a_verdict_is_decided_when_its_claim_is_shown_by_its_own_evidence() -> None:
+    mover = _evidence((0.1, 0.02))
+    assert decided(_verdict("asymptote-mover", mover))
+    # A claim its evidence does not show (a verdict made elsewhere) never stops a run.
+    assert not decided(_verdict("asymptote-mover", _evidence((0.05, 0.02))))
+    assert not decided(_verdict("no-effect", mover)) and not decided(_verdict("asymptote-mover"))
     for kind in ("undecided", "unfit", "unstable"):
-        ok, why = decided(_verdict(kind))
-        assert not ok and why == f"verdict {kind}"
+        assert not decided(_verdict(kind, mover))
+        assert rule_text(_verdict(kind)) == f"verdict {kind}"
+    # The words are rendered from the same numbers: dA alone for a mover, every interval otherwise.
+    assert rule_text(_verdict("asymptote-mover", mover)) == "dA [+0.058, +0.142] vs margin 0.020"
+    text = rule_text(_verdict("undecided", _evidence((0.05, 0.02)), pending="seeds"))
+    assert text == (
+        "dA [+0.008, +0.092] vs margin 0.020; dlogB [-0.048, +0.048] vs 0.095; "
+        "dlogC_mid [-0.048, +0.048] vs 0.095"
+    )
+    assert decide(_evidence((0.05, 0.02))).straddling() == ["dA"]
 
 
 CUT = np.geomspace(200, 4_000, 50)  # a compute range that ends before C_mid=5,000: no inflection
@@ -115,16 +167,14 @@ def test_a_variant_is_judged_only_when_every_seed_has_points() -> None:
     assert {s.variant for s in stops} == {"loo-dapo"} and why["loo-new"] == "no verdict yet"
 
 
-SEEDS_REASON = (
-    "not decided: dA +0.010 [-0.030, +0.050] vs margin 0.020; the smallest |dA| this sweep detects "
-    "with 80% power is 0.051; ~17 seeds per variant would decide dA at this noise (now 3)"
-)
+NOTE = "more compute cannot decide it; ~17 seeds per variant would decide it at this noise (now 3)"
 
 
 def _futile(variant: str = "loo-x") -> Verdict:
-    """Both ceilings measured, the intervals straddle: only seeds would decide it."""
-    interval = dict(d_a=0.01, d_a_lo=-0.03, d_a_hi=0.05)
-    return _verdict("undecided", variant=variant, pending="seeds", reason=SEEDS_REASON, **interval)
+    """Both ceilings measured, the intervals straddle: only seeds would decide it (17, as
+    :func:`.power.seeds_to_decide` would have said; the verdict carries the number)."""
+    ev = _evidence((0.01, 0.04 / T20))  # dA [-0.030, +0.050]
+    return _verdict("undecided", ev, variant=variant, pending="seeds", seeds_needed=17, seeds_now=3)
 
 
 def _plain_runs(*variants: tuple[str, str | None], status: str = "running") -> list[dict[str, Any]]:
@@ -137,15 +187,13 @@ def _plain_runs(*variants: tuple[str, str | None], status: str = "running") -> l
 
 def test_settled_also_stops_what_only_seeds_would_decide_and_then_the_baseline() -> None:
     futile, rising = _futile("loo-flat"), _verdict("undecided", variant="loo-rise", pending="compute")
-    mover = _verdict("asymptote-mover", variant="loo-down", d_a=-0.1, d_a_lo=-0.15, d_a_hi=-0.05)
-    assert futility(futile) == (
-        "more compute cannot decide it; ~17 seeds per variant would decide dA at this noise (now 3)"
-    )
+    mover = _verdict("asymptote-mover", _evidence((-0.1, 0.05 / T20)), variant="loo-down")
+    assert futility(futile) == NOTE
     # A ceiling not measured yet (pending compute), a decided or a blank verdict: never futile.
     assert futility(rising) is None and futility(mover) is None and futility(_verdict("unfit")) is None
-    # A reason that names no seed count still gets the words.
-    assert futility(replace(futile, reason="")) == (
-        "more compute cannot decide it; only more seeds would narrow its intervals"
+    # No seed count would decide it: the words say so.
+    assert futility(replace(futile, seeds_needed=None)) == (
+        "more compute cannot decide it; an estimate sits on its threshold: no seed count decides it"
     )
     runs = _plain_runs(("baseline", None), ("loo-flat", "loss"), ("loo-down", "loss"))
     # stop_when=decided: the futile variant, and so the baseline, keep running.
@@ -188,7 +236,7 @@ def test_the_settled_monitor_stops_a_futile_variant_once_and_says_why(tmp_path: 
     assert sorted(s.run_id for s in mon()) == ["b0", "m0"] and fits == [0.999]
     assert stopped[0][1] == "stopped-decided" and stopped[0][2]["m0"]["rule"] == "futile"
     assert stopped[0][2]["m0"]["look"] == 1
-    note = "more compute cannot decide it; ~17 seeds per variant would decide dA at this noise (now 3)"
+    note = NOTE
     assert said == [
         "stop-when-decided: a look at 99.9% for 1 variant(s): 0 decided, 1 futile",
         f"stopped-decided: loo-dapo run m0 (undecided: futile: {note})",
@@ -255,7 +303,7 @@ def test_the_monitor_looks_at_the_first_planned_fraction_and_stops_what_is_decid
     store = _store_with_points(tmp_path, 3)  # step 2 of a budget of 8 steps: 25%, the first look
     levels: list[float] = []
     stopped: list[tuple[list[str], str, dict[str, Any]]] = []
-    mover = _verdict("asymptote-mover", d_a=-0.1, d_a_lo=-0.15, d_a_hi=-0.05)
+    mover = _verdict("asymptote-mover", _evidence((-0.1, 0.05 / T20)))
     mover = replace(mover, variant="loo-dapo")
 
     def fit(store: Any, sweep: str, level: float) -> list[Verdict]:
@@ -349,16 +397,21 @@ def test_the_slowest_run_sets_the_fraction_and_an_unknown_budget_falls_back_to_p
 
 
 def test_fit_says_what_would_decide_each_undecided_knob() -> None:
-    from scalerl.harness.analysis.decision import what_decides
-    from scalerl.harness.analysis.verdicts import SweepAnalysis
+    from scalerl.harness.analysis.verdicts.next_steps import what_decides
+    from scalerl.harness.analysis.verdicts.power import seeds_to_decide
+    from scalerl.harness.analysis.verdicts.types import SweepAnalysis
 
-    # A mover whose dA interval [+0.001, +0.099] straddles the margin 0.02: se = 0.098 / 3.92 =
-    # 0.025, distance 0.05 - 0.02 = 0.03, so 2.80 x se' <= 0.03 needs se' <= 0.0107, i.e.
-    # 3 x (0.025 / 0.0107)^2 = 16.4 -> 17 seeds (80% power, 95% intervals).
-    weak = _verdict("asymptote-mover", d_a=0.05, d_a_lo=0.001, d_a_hi=0.099)
+    # dA 0.05 +- 2.086 x 0.025 straddles the margin 0.02: distance 0.03, and 80% power needs
+    # 0.03 >= (2.086 + 0.842) x 0.025 x sqrt(3 / n), i.e. n >= 3 x 2.44^2 = 17.9 -> 18 seeds. The
+    # verdict's reason, this advice and a futility stop all print that one number.
+    ev = _evidence((0.05, 0.025), None, None)
+    assert seeds_to_decide(ev, 3) == 18
+    weak = _verdict("undecided", ev, pending="seeds", seeds_needed=18, seeds_now=3)
     analysis = SweepAnalysis({}, {}, NAN, 0.02, [weak], seeds=3)
     (step,) = what_decides(analysis, "baseline", {})
-    assert step.seeds == 17 and math.isnan(step.compute) and "(dA straddle)" in step.note
+    assert step.seeds == 18 and math.isnan(step.compute)
+    assert step.note == "~18 seeds per variant would decide it at this noise (now 3) (dA straddle)"
+    assert futility(weak) == f"more compute cannot decide it; {step.note.split(' (dA')[0]}"
     # Undecided (a curve before its inflection): compute, read off the pooled fit.
     sweep = synthetic_sweep(noise=0.005)
     late = _late("loo-late")

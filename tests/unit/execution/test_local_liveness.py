@@ -8,7 +8,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
+
+import pytest
 
 from scalerl.harness.execution.executors import local_scheduler as sched
 from scalerl.harness.execution.executors.base import ExecutorContext, JobHandle, JobState
@@ -72,22 +74,59 @@ def test_a_running_job_is_not_reaped(tmp_path: Path) -> None:
         live.wait()
 
 
-def _fake_proc(root: Path, pid: int, cmdline: bytes, state: str, flags: int) -> None:
-    d = root / str(pid)
-    d.mkdir(parents=True)
-    (d / "cmdline").write_bytes(cmdline)
-    (d / "stat").write_text(f"{pid} (py thon) {state} 1 {pid} {pid} 0 -1 {flags} 0 0 0 0\n")
+class _FakeProcess:
+    """A process as psutil describes it, on any OS (the table below stands in for a macOS one)."""
+
+    table: ClassVar[dict[int, tuple[list[str], str, int]]] = {}
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        if pid not in self.table:
+            raise psutil.NoSuchProcess(pid)
+        self.cmd, self.state, self.parent = self.table[pid]
+
+    def status(self) -> str:
+        return self.state
+
+    def cmdline(self) -> list[str]:
+        return self.cmd
+
+    def ppid(self) -> int:
+        return self.parent
 
 
-def test_pid_alive_reads_exec_zombies_kernel_threads_and_reuse(tmp_path: Path) -> None:
-    job = b"python\0-m\0scalerl.harness.execution.job\0spec.json\0"
-    _fake_proc(tmp_path, 10, job, "S", 0x400000)
-    _fake_proc(tmp_path, 11, b"", "R", 0x400000)  # inside execve: no command line for a moment
-    _fake_proc(tmp_path, 12, job, "Z", 0x400000)  # exited, not reaped yet
-    _fake_proc(tmp_path, 13, b"", "I", 0x00208040)  # a kernel thread took the pid
-    _fake_proc(tmp_path, 14, b"bash\0", "S", 0x400000)  # someone else took the pid
-    got = {pid: pid_alive(pid, proc=tmp_path) for pid in (10, 11, 12, 13, 14, 15)}
+def test_pid_alive_asks_psutil_not_procfs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Liveness comes from psutil (no /proc on a macOS laptop): a job, one inside execve, a
+    zombie, a kernel thread and a stranger that took a reused pid."""
+    import psutil
+
+    job = ["python", "-m", "scalerl.harness.execution.job", "spec.json"]
+    _FakeProcess.table = {
+        10: (job, psutil.STATUS_SLEEPING, 1),
+        11: ([], psutil.STATUS_RUNNING, 4242),  # inside execve: no command line for a moment
+        12: (job, psutil.STATUS_ZOMBIE, 1),  # exited, not reaped yet
+        13: ([], psutil.STATUS_IDLE, 2),  # a kernel thread took the pid
+        14: (["bash"], psutil.STATUS_SLEEPING, 1),  # someone else took the pid
+    }
+    monkeypatch.setattr(psutil, "Process", _FakeProcess)
+    got = {pid: pid_alive(pid) for pid in (10, 11, 12, 13, 14, 15)}
     assert got == {10: True, 11: True, 12: False, 13: False, 14: False, 15: False}
+
+
+def test_pid_alive_on_a_real_zombie_and_a_real_job() -> None:
+    marker = "scalerl-liveness-test-marker"
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker])
+    dead = subprocess.Popen([sys.executable, "-c", "pass", marker])
+    try:
+        os.waitid(os.P_PID, dead.pid, os.WEXITED | os.WNOWAIT)  # exited, left unreaped: a zombie
+        assert pid_alive(live.pid, marker=marker.encode())
+        assert not pid_alive(live.pid)  # alive, but not a harness job
+        assert not pid_alive(dead.pid, marker=marker.encode())
+    finally:
+        live.kill()
+        live.wait()
+        dead.wait()
 
 
 def test_pid_alive_on_real_processes() -> None:

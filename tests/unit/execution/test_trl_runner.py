@@ -217,3 +217,13 @@ def test_the_stream_stops_a_superseded_run_without_saving(tmp_path: Path) -> Non
     fenced["now"] = True
     stream.on_step_end(args, state, control)
     assert (control.should_save, control.should_training_stop, stream.stopped) == (False, True, True)
+
+
+def test_an_older_trl_is_refused_by_name_with_the_runner_extra() -> None:
+    from scalerl.harness.execution.runners.trl import TRL_RUNNER_FIX, check_trl_version
+
+    for fine in ("1.16.0", "1.16.0.dev0", "1.17", "2.0.1"):
+        check_trl_version(fine)
+    with pytest.raises(ConfigError, match=r"needs TRL >= 1\.16, and this environment has 1\.15\.0") as err:
+        check_trl_version("1.15.0")
+    assert TRL_RUNNER_FIX in str(err.value) and "[trl-runner]" in TRL_RUNNER_FIX

@@ -13,10 +13,13 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from scalerl.harness.analysis.curve import sigmoid_curve
-from scalerl.harness.analysis.forecaster import LINEAR_CALIBRATION
-from scalerl.harness.analysis.hierarchical import FINISHED_SWEEP_CALIBRATION, SWEEP_CALIBRATION
-from scalerl.harness.analysis.peers import exceed_probability, peer_forecast, smoothed_at
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.forecast.calibrations import (
+    FINISHED_SWEEP_CALIBRATION,
+    LINEAR_CALIBRATION,
+    SWEEP_CALIBRATION,
+)
+from scalerl.harness.analysis.forecast.peers import exceed_probability, peer_forecast, smoothed_at
 from scalerl.harness.errors import ConfigError
 from scalerl.harness.importers import read_curves
 from scalerl.harness.optuna import ForecastPruner

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from scalerl.harness.analysis.curve import sigmoid_curve
+from scalerl.harness.analysis.fit.curve import sigmoid_curve
 
 # variant -> (knob, alternative, A, B); C_mid and R0 are shared.
 VARIANTS: dict[str, tuple[str | None, str | None, float, float]] = {

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import scalerl.harness.analysis.hierarchical as hierarchical
+import scalerl.harness.analysis.forecast.sweep_prior as hierarchical
 from scalerl.harness.report._style import anchor_id
 from scalerl.harness.report.panels import knob_panel_figure, knob_panels
 from tests.unit.report.frames import C_MID, R0, VARIANTS, curves_frame, fits_frame, verdicts_frame

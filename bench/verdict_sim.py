@@ -255,7 +255,8 @@ def cli_check(url: str, sweep: str, rows: Sequence[dict[str, Any]]) -> dict[str,
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         return {"ok": False, "error": proc.stderr[-2000:], "wall_s": wall}
-    cli = {str(r["variant"]): (r["verdict"], r["d_a"]) for r in json.loads(proc.stdout)}
+    # `scalerl fit --json` prints one object; its verdicts are the store's rows.
+    cli = {str(r["variant"]): (r["verdict"], r["d_a"]) for r in json.loads(proc.stdout)["verdicts"]}
     mine = {str(r["variant"]): (r["verdict"], _f(r["d_a"])) for r in rows}
     same = all(
         cli[v][0] == mine[v][0]

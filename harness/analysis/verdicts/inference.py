@@ -333,32 +333,6 @@ def contrast_df(df: float, *groups: GroupEstimate) -> float:
     return float(min(df, total * total / denom)) if denom > 0 else float(df)
 
 
-def pool_pairs(base: Sequence[Sequence[float]], others: Sequence[Sequence[float]]) -> list[Contrast]:
-    """Contrasts (other_j - base_j) for refits made per pair (the baseline refitted at each
-    pair's common A), with one pooled seed variance: each variant's residuals once, and the
-    baseline's averaged over its pairs (they are the same seeds refitted, so counting them per
-    pair would overstate the degrees of freedom)."""
-    ss_o, df_o, ss_b, df_b = 0.0, 0, [], 0
-    clean_b = [np.asarray(b, dtype=np.float64)[np.isfinite(b)] for b in base]
-    clean_o = [np.asarray(o, dtype=np.float64)[np.isfinite(o)] for o in others]
-    for b, o in zip(clean_b, clean_o, strict=True):
-        if o.size >= 2:
-            ss_o += float(((o - o.mean()) ** 2).sum())
-            df_o += o.size - 1
-        if b.size >= 2:
-            ss_b.append(float(((b - b.mean()) ** 2).sum()))
-            df_b = max(df_b, b.size - 1)
-    df = df_o + df_b
-    var = (ss_o + (float(np.mean(ss_b)) if ss_b else 0.0)) / df if df > 0 else math.nan
-    out = []
-    for b, o in zip(clean_b, clean_o, strict=True):
-        if not (b.size and o.size) or not math.isfinite(var):
-            out.append(Contrast(_NAN, _NAN, _NAN))
-            continue
-        out.append(Contrast(float(o.mean() - b.mean()), math.sqrt(var / b.size + var / o.size), float(df)))
-    return out
-
-
 def bh_adjusted(pvalues: Sequence[float]) -> list[float]:
     """Benjamini-Hochberg adjusted p-values (q-values, scipy's): the smallest false-discovery rate
     at which each p-value would be rejected. A p-value that is not a number counts as 1."""

@@ -277,8 +277,19 @@ PIN_GAIN = 0.6
 
 
 def why_unshaped(vc: VariantCurves, fit: SigmoidFit) -> str:
-    """Why a variant's pooled fit gives no efficiency to compare ('' when it does)."""
-    if fit.status not in ("ok", "pre-inflection") or not math.isfinite(fit.b):
+    """Why a variant's pooled fit gives no efficiency to compare ('' when it does).
+
+    A fit that has not passed its inflection puts C_mid beyond the data: its half-gain compute is
+    an extrapolation, and which variants' fits stop short of it is itself noise. On known truth
+    (bench/verdict_sim.py, a seed used for the final table before this rule, then set aside) 3 of
+    15 decided knobs at 3 seeds and 60% of the gain were false efficiency claims between a
+    pre-inflection fit and a past-inflection one (two nulls among them)."""
+    if fit.status == "pre-inflection":
+        return (
+            f"{vc.variant} has not passed its inflection (C_mid={fit.c_mid:.3g} beyond its last compute), "
+            "so neither its ceiling nor its efficiency is measured"
+        )
+    if fit.status != "ok" or not math.isfinite(fit.b):
         return f"{vc.variant}'s fit is {fit.status}"
     if fit.b < MIN_SHAPE_B:
         return (

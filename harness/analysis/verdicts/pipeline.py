@@ -15,13 +15,14 @@ runs in order:
    ``unstable`` (a baseline that fails makes every verdict ``unfit``). A seed that overshot and
    settled is kept and noted.
 2. **What each variant's pooled fit measures** (all its healthy seeds' points; the report draws it
-   with bootstrap bands). Its efficiency, when the fit has a bend (:func:`.ceiling.why_unshaped`:
-   B of at least 0.3, passed its inflection or not). Its ceiling, when it has also made at least
-   60% of its gain by its fit, below A's bound (:func:`.ceiling.why_unpinned`): a curve still
-   rising at the end is extrapolated by its fit, as the paper uses its fits, and what the
-   extrapolation leaves open shows in the seeds' scatter and their profile likelihoods, never in
-   a veto. A variant whose ceiling is not pinned is compared by its late level, a lower bound on
-   its A ("the ceiling rises" can still be shown); its efficiency is still compared. Only the
+   with bootstrap bands). Its efficiency, when the fit has passed its inflection with a bend
+   (:func:`.ceiling.why_unshaped`: C_mid inside the data, B of at least 0.3). Its ceiling, when it
+   has also made at least 60% of its gain by its fit, below A's bound
+   (:func:`.ceiling.why_unpinned`): a curve still rising at the end is extrapolated by its fit, as
+   the paper uses its fits, and what the extrapolation leaves open shows in the seeds' scatter and
+   their profile likelihoods, never in a veto. A variant whose ceiling is not pinned is compared by
+   its late level, a lower bound on its A ("the ceiling rises" can still be shown); its efficiency
+   is still compared once it has passed its inflection. Only the
    baseline's own ceiling, when it is not pinned, leaves its knobs without dA.
 3. **Per-seed parameters, pooled over the sweep.** Each seed's own fit gives A, log B and log
    C_mid (:func:`.ceiling.seed_estimates`) with their sampling variances: A's from the seed's

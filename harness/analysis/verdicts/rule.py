@@ -17,7 +17,7 @@ each seed's own fit giving one value per parameter):
   With ``lower_bound`` set, the variant's ceiling is not pinned (its curves have not made enough
   of their gain) and ``a`` is its late level less the baseline's A: a lower bound on dA;
 - ``log_b``, ``log_c``: d log B and d log C_mid, from each seed's own fit; None when either
-  group's fit has no bend to measure them on;
+  group's fit has not passed its inflection or has no bend to measure them on;
 - the standard they are held to: ``margin`` ``m`` on dA (the paper's practical threshold, 0.02 by
   default; noise enters through the intervals, never the margin), ``efficiency``
   ``t = log(1 + min_rel_effect)`` on d log B and d log C_mid (10% of B, a factor 1.1 in C_mid),

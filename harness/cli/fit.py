@@ -169,37 +169,42 @@ def _fit(args: argparse.Namespace) -> int:
         "knob",
         "variant",
         "verdict",
-        # How sure the rule is that the ceiling moves / that efficiency differs (1 - the claim's
-        # false-discovery-adjusted p-value over the sweep's knobs).
-        "P(ceiling)",
-        "P(effic.)",
         "A_base",
         "A_var",
         "dA [95% CI]",
         "B_base",
+        "B_var",
         "dB [CI]",
-        "dlogC_mid [CI]",
         # The smallest |dA| / |dB| this sweep would detect (80% power, at its seeds and noise).
         "MDE dA",
         "MDE dB",
+        # How much sooner (-) or later (+) the variant reaches half its gain, in log compute.
+        "dlogC_mid [CI]",
+        # How sure the rule is that the ceiling moves / that efficiency differs (1 - the claim's
+        # false-discovery-adjusted p-value over the sweep's knobs), and the efficiency claim
+        # ("differs" on an asymptote-mover: the knob is both).
+        "P(ceiling)",
+        "P(effic.)",
+        "effic.",
         "reason",
     )
     table = [header] + [
         (
             str(r["knob"] or "-"),
             str(r["variant"]),
-            str(r["verdict"])
-            + (" + shaper" if r.get("efficiency") == "differs" and r["verdict"] == "asymptote-mover" else ""),
-            _num(r.get("p_ceiling"), ".2f"),
-            _num(r.get("p_efficiency"), ".2f"),
+            str(r["verdict"]),
             _num(r["a_base"]),
             _num(r["a_variant"]),
             _ci(r["d_a"], r["d_a_lo"], r["d_a_hi"]),
             _num(r["b_base"], ".2f"),
+            _num(r["b_variant"], ".2f"),
             _ci(r["d_b"], r["d_b_lo"], r["d_b_hi"]),
-            _ci(r.get("d_log_c_mid"), r.get("d_log_c_mid_lo"), r.get("d_log_c_mid_hi")),
             _num(r.get("mde_a")),
             _num(r.get("mde_b"), ".2f"),
+            _ci(r.get("d_log_c_mid"), r.get("d_log_c_mid_lo"), r.get("d_log_c_mid_hi")),
+            _num(r.get("p_ceiling"), ".2f"),
+            _num(r.get("p_efficiency"), ".2f"),
+            str(r.get("efficiency") or "-"),
             str(r["reason"]),
         )
         for r in rows

@@ -327,6 +327,8 @@ def _verdict(s: _Sweep, n: str, found: Findings, knobs: int) -> Verdict:
     notes = (
         s.base_seeds.note()
         + g.note()
+        + _unfitted_note(s, s.baseline.variant)
+        + _unfitted_note(s, n)
         + explain.extrapolation_note([(s.baseline, base.fit.a), (vc, var.fit.a)], margin)
     )
     seeds_now = min(len(s.base_seeds.healthy), len(g.healthy))
@@ -388,6 +390,17 @@ def _verdict(s: _Sweep, n: str, found: Findings, knobs: int) -> Verdict:
         p_no_effect=p_same,
         efficiency="differs" if Claim.SHAPER in found.made else ("same" if kind == "no-effect" else ""),
     )  # fmt: skip
+
+
+def _unfitted_note(s: _Sweep, n: str) -> str:
+    """The healthy seeds whose own fit gave no parameters (too few points, flat): they count in
+    the pooled fit but not among the seeds' estimates, and the verdict names them."""
+    e = s.est.get(n)
+    if e is None:
+        return ""
+    g = s.seeds[n]
+    left = [f"{g.run(i)} ({g.fits[i].status})" for i in g.healthy if i not in e.used]
+    return f"; note: no usable fit of its own, so not among {n}'s seeds: {', '.join(left)}" if left else ""
 
 
 def _a_base(s: _Sweep) -> float:

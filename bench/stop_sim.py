@@ -22,7 +22,7 @@ judged three ways, from the same simulated points:
 
 Curves are built as ``scalerl fit`` builds them (``analysis.sweep.group_curves`` on the store's
 curves frame, so each point carries its sample count n and binomial SEs are used), with the
-simulated sweep's fit window (0.1) and margin (0.02). Scoring is ``verdict_sim.score``: a null is
+simulated sweep's fit window (none since issue 36: the whole curve, as the demo) and margin (0.02). Scoring is ``verdict_sim.score``: a null is
 right as ``no-effect``, a mover with |dA| > 0.02 as a mover of the right sign, a shaper as a
 shaper; margin movers (|dA| = 0.02) are never scored. Per cell and arm: compute used (and full /
 sequential), nulls called mover or shaper, decided verdicts wrong, share with a decided verdict,

@@ -21,13 +21,14 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 # Table columns: (header, how to render a row).
-# "P ceiling" / "P efficiency": how sure the rule is of each claim (1 - its false-discovery-adjusted
-# p-value over the sweep's knobs); "efficiency": "differs" when that claim is made (on a mover:
-# the knob is both), "same" when equivalence is shown.
+# After the original columns, before the reason: "Δlog C_mid interval" (efficiency's second
+# parameter), "P ceiling" / "P efficiency" (how sure the rule is of each claim: 1 - its
+# false-discovery-adjusted p-value over the sweep's knobs) and "efficiency" ("differs" when that
+# claim is made, on a mover: the knob is both; "same" when equivalence is shown).
 _TABLE_HEADERS: tuple[str, ...] = (
-    "knob", "variant", "alternative", "verdict", "P ceiling", "P efficiency", "efficiency", "ΔA",
-    "ΔA interval", "ΔB", "ΔB interval", "Δlog C_mid interval", "A base", "A variant", "margin",
-    "MDE ΔA", "MDE ΔB", "reason",
+    "knob", "variant", "alternative", "verdict", "ΔA", "ΔA interval", "ΔB", "ΔB interval",
+    "A base", "A variant", "margin", "MDE ΔA", "MDE ΔB", "Δlog C_mid interval", "P ceiling",
+    "P efficiency", "efficiency", "reason",
 )  # fmt: skip
 
 
@@ -35,13 +36,13 @@ def _table_cells(row: pd.Series) -> list[str]:
     """One escaped cell string per header (numbers formatted, text HTML-escaped)."""
     return [
         esc(row.get("knob")), esc(row.get("variant")), esc(row.get("alternative")),
-        esc(row.get("verdict")), fmt(row.get("p_ceiling")), fmt(row.get("p_efficiency")),
-        esc(row.get("efficiency")), fmt(row.get("d_a")),
+        esc(row.get("verdict")), fmt(row.get("d_a")),
         fmt_interval(row.get("d_a_lo"), row.get("d_a_hi")), fmt(row.get("d_b")),
-        fmt_interval(row.get("d_b_lo"), row.get("d_b_hi")),
-        fmt_interval(row.get("d_log_c_mid_lo"), row.get("d_log_c_mid_hi")), fmt(row.get("a_base")),
+        fmt_interval(row.get("d_b_lo"), row.get("d_b_hi")), fmt(row.get("a_base")),
         fmt(row.get("a_variant")), fmt(row.get("margin")), fmt(row.get("mde_a")),
-        fmt(row.get("mde_b")), esc(row.get("reason")),
+        fmt(row.get("mde_b")), fmt_interval(row.get("d_log_c_mid_lo"), row.get("d_log_c_mid_hi")),
+        fmt(row.get("p_ceiling")), fmt(row.get("p_efficiency")), esc(row.get("efficiency")),
+        esc(row.get("reason")),
     ]  # fmt: skip
 
 

@@ -22,7 +22,7 @@ import math
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal, Protocol
 
 import numpy as np
@@ -45,24 +45,13 @@ Params = tuple[float, float, float, float]
 RawResult = tuple[Params | None, str]
 Curve = tuple[ArrayLike, ArrayLike]
 # Where the paper's procedure takes R0 from: "first", the run's initial performance as the paper
-# defines it (the value at the lowest compute: a step-0 evaluation where the run logged one, else
-# its first logged point); "options", whatever FitOptions says (r0, or its rule for the generic
-# fitters). An R0 given explicitly (fit_sigmoid_many's r0=, FitOptions.r0) is always used as given.
+# defines it (FitOptions.r0_rule "first" with r0_points 1: the value at the lowest compute, a
+# step-0 evaluation where the run logged one, else its first logged point); "options", whatever
+# FitOptions says (as the generic fitters: by default a step-0 evaluation, else fitted). An R0
+# given explicitly (fit_sigmoid_many's r0=, FitOptions.r0) or a rule other than the default
+# ("fit", "first") is always used as given.
 PaperR0 = Literal["first", "options"]
 PAPER_R0: tuple[PaperR0, ...] = ("first", "options")
-
-
-def first_values(curves: Sequence[Curve]) -> list[float]:
-    """Each curve's value at its lowest finite compute (NaN for a curve with no finite point):
-    the run's initial performance, the paper's R0."""
-    out = []
-    for c, v in curves:
-        x = np.asarray(c, dtype=np.float64).ravel()
-        y = np.asarray(v, dtype=np.float64).ravel()
-        k = min(x.size, y.size)
-        good = np.isfinite(x[:k]) & np.isfinite(y[:k])
-        out.append(float(y[:k][good][np.argmin(x[:k][good])]) if good.any() else math.nan)
-    return out
 
 
 class Fitter(ABC):
@@ -73,23 +62,27 @@ class Fitter(ABC):
     ``PreparedCurve.weights``). Stateless and thread-safe."""
 
     name: ClassVar[str]
+    # Whether the fitter fits R0 itself where a curve's R0 is free (PreparedCurve.r0_free); for
+    # one that holds R0 fixed, fit_sigmoid_many fits R0 first with the fast fitter and hands it
+    # over, so that every fitter starts from an unbiased R0.
+    fits_r0: ClassVar[bool] = False
 
     @abstractmethod
     def fit_prepared(
         self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
     ) -> list[RawResult]: ...
 
-    def start_values(self, curves: Sequence[Curve], options: FitOptions) -> list[float] | None:
-        """R0 for each raw curve when the procedure defines it itself (the paper's: the first
-        point), else None (R0 as ``options`` say). Called only when no R0 was given."""
-        return None
+    def own_options(self, options: FitOptions) -> FitOptions:
+        """The options this procedure fits with when no R0 was given: ``options`` themselves,
+        except for a procedure that defines R0 itself (the paper's: the first point)."""
+        return options
 
 
-def _paper_start(r0_from: PaperR0, curves: Sequence[Curve], options: FitOptions) -> list[float] | None:
-    """The paper procedures' R0: the first point unless ``options`` fix or fit R0 (then theirs)."""
-    if r0_from == "first" and options.r0 is None and not options.fit_r0:
-        return first_values(curves)
-    return None
+def _paper_options(r0_from: PaperR0, options: FitOptions) -> FitOptions:
+    """The paper procedures' R0: the first point unless ``options`` fix R0 or choose a rule."""
+    if r0_from == "first" and options.r0 is None and options.rule == "auto":
+        return replace(options, r0_rule="first", r0_points=1)
+    return options
 
 
 def _check_r0_from(value: str) -> None:
@@ -104,23 +97,31 @@ def _check_r0_from(value: str) -> None:
 
 class FastFitter(Fitter):
     name = "fast"
+    fits_r0 = True
 
     def fit_prepared(
         self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
     ) -> list[RawResult]:
-        if not curves:
-            return []
-        out = fit_batch(
-            [c.x for c in curves],
-            [c.y for c in curves],
-            np.array([c.r0 for c in curves]),
-            fit_r0=options.fit_r0,
-            fixed_a=None if fixed_a is None else np.asarray(fixed_a, dtype=np.float64),
-            a_bounds=options.a_bounds,
-            max_iter=options.max_iter,
-            ws=[c.weights for c in curves],
-        )
-        return [((float(r[0]), float(r[1]), float(r[2]), float(r[3])), "") for r in out]
+        results: list[RawResult] = [(None, "")] * len(curves)
+        # Curves whose R0 is fitted and curves whose R0 is held go in separate batches (the
+        # optimiser frees a column for a whole batch).
+        for free in (False, True):
+            idx = [i for i, c in enumerate(curves) if c.r0_free == free]
+            if not idx:
+                continue
+            out = fit_batch(
+                [curves[i].x for i in idx],
+                [curves[i].y for i in idx],
+                np.array([curves[i].r0 for i in idx]),
+                fit_r0=free,
+                fixed_a=None if fixed_a is None else np.asarray([fixed_a[i] for i in idx], dtype=np.float64),
+                a_bounds=options.a_bounds,
+                max_iter=options.max_iter,
+                ws=[curves[i].weights for i in idx],
+            )
+            for i, r in zip(idx, out, strict=True):
+                results[i] = ((float(r[0]), float(r[1]), float(r[2]), float(r[3])), "")
+        return results
 
 
 @dataclass(frozen=True)
@@ -143,8 +144,8 @@ class PaperGridFitter(Fitter):
     def __post_init__(self) -> None:
         _check_r0_from(self.r0_from)
 
-    def start_values(self, curves: Sequence[Curve], options: FitOptions) -> list[float] | None:
-        return _paper_start(self.r0_from, curves, options)
+    def own_options(self, options: FitOptions) -> FitOptions:
+        return _paper_options(self.r0_from, options)
 
     def grid_for(self, y: FloatArray) -> tuple[float, ...]:
         """The A grid searched for a curve with fitted values ``y``."""
@@ -195,7 +196,7 @@ class PaperFitter(Fitter):
 
     R0 is held fixed at the run's initial performance, its first point (``r0_from="first"``, the
     paper's definition; ``"options"`` takes R0 as :class:`FitOptions` says, as the generic
-    fitters do); an R0 given explicitly, or ``FitOptions.fit_r0``, overrides it.
+    fitters do); an R0 given explicitly, or an R0 rule other than the default, overrides it.
     Per curve (its fitted points): A on the lattice of multiples
     of ``a_step`` from ``max(y) - a_below`` (rounded down, clipped to ``options.a_bounds``) up to
     the upper A bound; ``n_c_mid`` C_mid values log-spaced from ``c_lo`` x the smallest to ``c_hi``
@@ -235,8 +236,8 @@ class PaperFitter(Fitter):
                     "invalid paper-grid setting", field=field, value=getattr(self, field), fix=fix
                 )
 
-    def start_values(self, curves: Sequence[Curve], options: FitOptions) -> list[float] | None:
-        return _paper_start(self.r0_from, curves, options)
+    def own_options(self, options: FitOptions) -> FitOptions:
+        return _paper_options(self.r0_from, options)
 
     def a_grid_for(self, y: FloatArray, a_bounds: tuple[float, float]) -> FloatArray:
         """The A values searched for a curve with fitted values ``y`` (empty: no A fits)."""
@@ -294,6 +295,7 @@ class PaperFitter(Fitter):
 
 class CurveFitFitter(Fitter):
     name = "curve_fit"
+    fits_r0 = True
 
     def fit_prepared(
         self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
@@ -305,13 +307,26 @@ class CurveFitFitter(Fitter):
         for i, c in enumerate(curves):
             a_fix = None if fixed_a is None else fixed_a[i]
 
-            def f(x: FloatArray, *p: float, c: PreparedCurve = c, a_fix: float | None = a_fix) -> FloatArray:
-                a = a_fix if a_fix is not None else p[0]
-                return sigmoid_curve(x, c.r0, a, p[-2], p[-1])
+            free_r0 = c.r0_free
 
-            p0: list[float] = [] if a_fix is not None else [float(np.clip(c.y.max(), lo_a, hi_a))]
-            lo: list[float] = [] if a_fix is not None else [lo_a]
-            hi: list[float] = [] if a_fix is not None else [hi_a]
+            def f(
+                x: FloatArray,
+                *p: float,
+                c: PreparedCurve = c,
+                a_fix: float | None = a_fix,
+                free_r0: bool = free_r0,
+            ) -> FloatArray:
+                r0 = p[0] if free_r0 else c.r0
+                a = a_fix if a_fix is not None else p[int(free_r0)]
+                return sigmoid_curve(x, r0, a, p[-2], p[-1])
+
+            p0: list[float] = [float(np.clip(c.r0, lo_a, hi_a))] if free_r0 else []
+            lo: list[float] = [lo_a] if free_r0 else []
+            hi: list[float] = [hi_a] if free_r0 else []
+            if a_fix is None:
+                p0.append(float(np.clip(c.y.max(), lo_a, hi_a)))
+                lo.append(lo_a)
+                hi.append(hi_a)
             p0 += [1.0, float(np.median(c.x))]
             lo += [1e-3, float(c.x[0]) * 1e-3]
             hi += [50.0, float(c.x[-1]) * 1e3]
@@ -322,8 +337,9 @@ class CurveFitFitter(Fitter):
             except (RuntimeError, ValueError) as err:
                 results.append((None, f"curve_fit failed: {err}"))
                 continue
-            a = a_fix if a_fix is not None else float(p[0])
-            results.append(((c.r0, a, float(p[-2]), float(p[-1])), ""))
+            r0 = float(p[0]) if free_r0 else c.r0
+            a = a_fix if a_fix is not None else float(p[int(free_r0)])
+            results.append(((r0, a, float(p[-2]), float(p[-1])), ""))
         return results
 
 
@@ -374,17 +390,17 @@ def fit_sigmoid_many(
     ``fixed_a`` (one value per curve) pins each curve's A; otherwise ``options.fixed_a`` pins all.
     ``r0`` (one value per curve) fixes each curve's R0 (the bootstrap keeps the original R0);
     without it a procedure that defines R0 itself uses its own (the paper's: the first point,
-    :meth:`Fitter.start_values`), any other R0 as ``options`` say.
+    :meth:`Fitter.own_options`), any other R0 as ``options`` say.
     ``sigma`` (one entry per curve: an array with the standard error of each of that curve's
     points, same order as its values, or None) makes the fit weighted least squares with
     weights 1/sigma^2; sigma is floored at ``curve.SIGMA_FLOOR`` (1e-3) so that a 0/1 pass rate
     with a zero binomial SE cannot get infinite weight. None (the default) fits unweighted.
     Degenerate curves never raise: they come back with a status and a reason.
     """
-    opts = options or FitOptions()
     fitter = get_fitter(method) if isinstance(method, str) else method
+    opts = options or FitOptions()
     if r0 is None:
-        r0 = fitter.start_values(curves, opts)
+        opts = fitter.own_options(opts)
     if sigma is not None and len(sigma) != len(curves):
         raise ConfigError(
             f"{len(sigma)} sigma entries for {len(curves)} curves",
@@ -405,6 +421,8 @@ def fit_sigmoid_many(
     if fixed_a is None and opts.fixed_a is not None:
         fixed_a = [opts.fixed_a] * len(curves)
     todo = [i for i, p in enumerate(prepared) if p.status is None]
+    if not fitter.fits_r0:
+        prepared = _fit_start(prepared, todo, opts, fixed_a)
     raw = fitter.fit_prepared(
         [prepared[i] for i in todo], opts, None if fixed_a is None else [fixed_a[i] for i in todo]
     )
@@ -414,6 +432,24 @@ def fit_sigmoid_many(
         params, why = by_index.get(i, (None, ""))
         fits.append(finalize(prep, params, fitter.name, opts, why))
     return fits
+
+
+def _fit_start(
+    prepared: list[PreparedCurve], todo: Sequence[int], opts: FitOptions, fixed_a: Sequence[float] | None
+) -> list[PreparedCurve]:
+    """For a fitter that holds R0 fixed: each curve whose R0 is free gets the fast fitter's R0
+    (fitted with A, B and C_mid, or with the curve's fixed A), then holds it."""
+    free = [i for i in todo if prepared[i].r0_free]
+    if not free:
+        return prepared
+    raw = FastFitter().fit_prepared(
+        [prepared[i] for i in free], opts, None if fixed_a is None else [fixed_a[i] for i in free]
+    )
+    out = list(prepared)
+    for i, (params, _) in zip(free, raw, strict=True):
+        r0 = params[0] if params is not None and math.isfinite(params[0]) else prepared[i].r0
+        out[i] = replace(prepared[i], r0=float(r0), r0_free=False)
+    return out
 
 
 def fit_sigmoid(
@@ -438,6 +474,7 @@ def fit_sigmoid(
     opts = FitOptions(
         r0=r0 if r0 is not None else base.r0,
         fit_r0=fit_r0 or base.fit_r0,
+        r0_rule=base.r0_rule,
         r0_points=base.r0_points,
         window_start=window if window is not None else base.window_start,
         window_fraction=window_fraction if window_fraction is not None else base.window_fraction,

@@ -160,8 +160,11 @@ def test_r0_is_the_runs_initial_performance_as_the_paper_defines_it() -> None:
     assert fit_sigmoid_many([(X, y)], method=PaperGridFitter(n_c_mid=4, a_grid=(0.6,)))[0].r0 == y[0]
     assert fit_sigmoid(X, y, r0=0.02, method="paper").r0 == 0.02
     assert fit_sigmoid(X, y, method="paper", options=FitOptions(r0=0.03)).r0 == 0.03
-    # r0_from="options": R0 as FitOptions say (today the mean of the first r0_points values).
+    # r0_from="options": R0 as FitOptions say (by default fitted with A, B and C_mid when there is
+    # no step-0 point: the true start, below the first logged value); a rule chosen in the options wins.
     opts = fit_sigmoid(X, y, method=PaperFitter(r0_from="options"))
-    assert opts.r0 == pytest.approx(np.mean(y[:3]))
+    assert opts.r0 == pytest.approx(0.05, abs=2e-3) and opts.r0 < y[0] - 0.01
+    three = fit_sigmoid(X, y, method="paper", options=FitOptions(r0_rule="first", r0_points=3))
+    assert three.r0 == pytest.approx(np.mean(y[:3]))
     with pytest.raises(ConfigError, match=r"r0_from='mean'.*fix: use 'first'"):
         PaperFitter(r0_from="mean")  # type: ignore[arg-type]

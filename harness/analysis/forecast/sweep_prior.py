@@ -115,8 +115,8 @@ class SweepSettings:
     uncertainty (``mad``).
 
     The defaults (kappa 1, level 0.99, ``check``, both sigmoids, ``sd``) are chosen by
-    ``python -m bench.forecast_targets`` leave-one-source-out (bench/README.md, "Forecasts a lab
-    can bet on")."""
+    ``python -m bench.forecast_targets`` leave-one-source-out (bench/README.md, "Forecast
+    targets (issue 37)")."""
 
     kappa: float = 1.0
     floors: tuple[float, float, float] = (0.02, 0.2, 0.2)

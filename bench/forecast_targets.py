@@ -53,7 +53,6 @@ on the 2-core VM; one process).
 from __future__ import annotations
 
 import argparse
-import functools
 import itertools
 import math
 import os
@@ -84,7 +83,7 @@ from bench.forecast_sweep import (
     sweeps_of,
 )
 from bench.forecast_sweep import SWEEP_GRID as SWEEP_GRID_FS
-from scalerl.harness.analysis.fit.curve import FitOptions, sigmoid_curve
+from scalerl.harness.analysis.fit.curve import FitOptions, SigmoidFit, sigmoid_curve
 from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.forecast.ensemble import (
     DEFAULT_ENSEMBLE,
@@ -176,6 +175,17 @@ def guard(settings: SweepSettings) -> tuple[bool, str]:
                         f"{name}, run {j}, {mode}, cut {cut:g}: {mine[j]:.4f} vs {single[j]:.4f}",
                     )
     return worst[0] <= GUARD_RATIO, f"worst {worst[0]:.2f} ({worst[1]})"
+
+
+def fit_r0_fitter(
+    curves: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    r0: Sequence[float] | None = None,
+    sigma: Sequence[np.ndarray | None] | None = None,
+) -> list[SigmoidFit]:
+    """The ensemble's sigmoid with R0 fitted with A, B and C_mid (``FitOptions.r0_rule="fit"``): the
+    ensemble hands its fitter R0 = the first point, which would hold R0 fixed, so it is dropped."""
+    return fit_sigmoid_many(curves, options=FitOptions(r0_rule="fit"), sigma=sigma)
 
 
 def single_forecasts(cs: Sequence[Case], settings: EnsembleSettings) -> list[PointForecast]:
@@ -410,12 +420,7 @@ def main() -> None:
     # R0 for the ensemble's sigmoid: the first point (shipped) against fitted with A, B and C_mid
     # (the fitters' unbiased R0, issue 36), the rest of the shipped ensemble unchanged.
     fitted_r0 = errors(
-        point_forecast_many(
-            [(c.x, c.y) for c in cs],
-            [c.x_test for c in cs],
-            fitter=functools.partial(fit_sigmoid_many, options=FitOptions(fit_r0=True)),
-        ),
-        cs,
+        point_forecast_many([(c.x, c.y) for c in cs], [c.x_test for c in cs], fitter=fit_r0_fitter), cs
     )
 
     # Every candidate's forecasts, once (they do not depend on the fold).

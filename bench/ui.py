@@ -17,7 +17,8 @@ Then `scalerl report` on the SQLite store (time, size, Chromium load), and optun
 Optuna RDB storage (SQLite) holding 1,000 trials x 1,000 intermediate values (its study page and
 its poll, ``/api/studies/ID?after=N``). Prints Markdown for bench/README.md ("Live view").
 
-    .venv/bin/python -m bench.ui [--runs 1000] [--points 1000] [--reuse] [--no-postgres] [--refit]
+    .venv/bin/python -m bench.ui [--runs 1000] [--points 1000] [--reuse] [--no-postgres] [--no-report]
+        [--no-optuna] [--refit]
 """
 
 from __future__ import annotations
@@ -289,8 +290,15 @@ def copy_fits(src: str, dst: str) -> None:
     a, b = db.open_store(src, create=False, readonly=True), db.open_store(dst, create=False)
     fits, verdicts = queries.fits(a, SWEEP), queries.verdicts(a, SWEEP)
     kw = {"metric": METRIC, "axis": "flops"}
-    b.replace_fits(SWEEP, fits.drop(columns=["metric", "axis"]).to_dict("records"), **kw)
-    b.replace_verdicts(SWEEP, verdicts.drop(columns=["metric", "axis"]).to_dict("records"), **kw)
+
+    def rows(frame: Any) -> list[dict[str, Any]]:
+        return [
+            {str(k): v for k, v in r.items()}
+            for r in frame.drop(columns=["metric", "axis"]).to_dict("records")
+        ]
+
+    b.replace_fits(SWEEP, rows(fits), **kw)
+    b.replace_verdicts(SWEEP, rows(verdicts), **kw)
     a.close()
     b.close()
 
@@ -304,6 +312,7 @@ def main() -> int:
     ap.add_argument("--reuse", action="store_true", help="keep the stores already in --workdir")
     ap.add_argument("--no-postgres", action="store_true")
     ap.add_argument("--no-report", action="store_true")
+    ap.add_argument("--no-optuna", action="store_true", help="skip optuna-dashboard (its open takes minutes)")
     ap.add_argument("--refit", action="store_true", help="also time the view's own refit (minutes)")
     args = ap.parse_args()
     work = args.workdir
@@ -344,8 +353,10 @@ def main() -> int:
     if "ui-postgresql" in results:
         rows.append(results["ui-postgresql"])
     report = None if args.no_report else part("report", lambda: bench_report(sqlite, work))
-    opt_url, opt_s = optuna_storage(work / "optuna.db", args.runs, args.points)
-    dash = part("optuna-dashboard", lambda: bench_optuna_dashboard(opt_url, args.repeat, work))
+    dash, opt_s = None, float("nan")
+    if not args.no_optuna:
+        opt_url, opt_s = optuna_storage(work / "optuna.db", args.runs, args.points)
+        dash = part("optuna-dashboard", lambda: bench_optuna_dashboard(opt_url, args.repeat, work))
     refit = part("refit", lambda: bench_refit(sqlite, work)) if args.refit else None
 
     machine = platform.processor() or platform.machine()
@@ -358,7 +369,9 @@ def main() -> int:
         print(f"| `scalerl ui` ({r['backend']}) | {r['server_up_s']:.1f} | {r['cold_open_ms']:.0f} | "
               f"{r['open_ms']:.0f} | {r['snapshot_kb']:.0f} | {r['idle_ms']:.0f} / {r['idle_kb']:.2f} | "
               f"{r['append_ms']:.0f} / {r['append_kb']:.2f} |")  # fmt: skip
-    if "error" in dash:
+    if dash is None:
+        pass
+    elif "error" in dash:
         print(f"| optuna-dashboard | {dash['error']} |")
     else:
         print(f"| optuna-dashboard (sqlite) | {dash['server_up_s']:.1f} | {dash['cold_open_ms']:.0f} | "

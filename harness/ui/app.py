@@ -75,7 +75,9 @@ class Viewer:
         if fits:
             from scalerl.harness.ui.fitting import FitWorker
 
-            self.worker = FitWorker()
+            # The worker reads the points it fits from the store itself (the password travels
+            # to it over the process pipe, never to a page or a log).
+            self.worker = FitWorker(resolved.render_as_string(hide_password=False))
 
     def close(self) -> None:
         if self.worker is not None:
@@ -85,7 +87,7 @@ class Viewer:
     def sweeps(self) -> list[dict[str, Any]]:
         from scalerl.harness.api import list_sweeps
 
-        frame = list_sweeps(db=self.url)
+        frame = list_sweeps(store=self.store)  # the view's own store: no connection per poll
         out = []
         for r in frame.to_dict("records"):
             out.append(
@@ -119,7 +121,7 @@ class Viewer:
                     return self._views[key]
             from scalerl.harness.api import list_sweeps
 
-            known = list_sweeps(db=self.url)
+            known = list_sweeps(store=self.store)
             match = known[known["name"] == name]
             if match.empty:
                 raise LookupError(f"no sweep {name!r} in this store")

@@ -1,11 +1,14 @@
-"""The live view's server without a browser: who may connect, what it never shows, and that a
-refresh reads only what moved (a real SQLite store; the app through Starlette's test client)."""
+"""The live view's server without a browser: who may connect, what it never shows, that a sweep
+opens from a sample of its points and a refresh reads only what moved (a real SQLite store; the
+app through Starlette's test client)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
@@ -13,6 +16,8 @@ from scalerl import db
 from scalerl.db import RunRecord
 from scalerl.db import live as store_live
 from scalerl.harness.errors import ConfigError
+from scalerl.harness.report.downsample import display_indices, grid_indices
+from scalerl.harness.ui import sample
 from scalerl.harness.ui.app import Viewer, create_app
 from scalerl.harness.ui.live import SweepLive
 from scalerl.harness.ui.safety import TOKEN_ENV, Access, check_bind, is_local, redact_config
@@ -31,7 +36,7 @@ def _store(tmp_path: Path) -> tuple[str, Any]:
     return url, store
 
 
-def _write(store: Any, run_id: str, steps: range, attempt: int | None = None) -> int:
+def _write(store: Any, run_id: str, steps: range | list[int], attempt: int | None = None) -> int:
     attempt = attempt or store.start_attempt(run_id, executor="local")
     writer = store.writer(run_id, attempt)
     for s in steps:
@@ -120,6 +125,60 @@ def test_refresh_reads_only_what_moved(tmp_path: Path, monkeypatch: pytest.Monke
     first = view.snapshot()
     assert {c["run_id"]: len(c["x"]) for c in first["curves"]} == {"r0": 10, "r1": 4}
     asked: list[dict[str, int]] = []
+    redrawn: list[list[str]] = []
+    real, real_drawn = store_live.points_after, sample.read_drawn
+
+    def spy(store: Any, metric: str, cursors: dict[str, int]) -> Any:
+        asked.append(dict(cursors))
+        return real(store, metric, cursors)
+
+    def spy_drawn(store: Any, metric: str, run_ids: Any, max_points: int) -> Any:
+        redrawn.append(list(run_ids))
+        return real_drawn(store, metric, run_ids, max_points)
+
+    monkeypatch.setattr(store_live, "points_after", spy)
+    monkeypatch.setattr(sample, "read_drawn", spy_drawn)
+    assert view.refresh() is False  # nothing moved: one read of the run rows, nothing sent
+    assert asked == [{"r1": 3}]  # only the running run, from its last step
+    assert view.changes(first["seq"]) == {**view.changes(first["seq"]), "runs": [], "curves": []}
+    _write(store, "r1", range(4, 7), attempt=a1)
+    assert view.refresh() is True
+    assert asked[-1] == {"r1": 3} and redrawn == []
+    got = view.changes(first["seq"])
+    assert [(c["run_id"], c["x"], c["reset"]) for c in got["curves"]] == [("r1", [4.0, 5.0, 6.0], False)]
+    assert [r["run_id"] for r in got["runs"]] == ["r1"] and got["runs"][0]["points"] == 7
+    assert got["points"] == 17
+    later = view.changes(got["seq"])
+    assert later["curves"] == [] and later["runs"] == []
+    # A new attempt that resumes from step 2 replaces the tail: the run is read again to draw.
+    a2 = store.start_attempt("r1", executor="local", resume_step=2)
+    _write(store, "r1", range(3, 5), attempt=a2)
+    reads = len(asked)
+    view.refresh()
+    assert redrawn == [["r1"]] and len(asked) == reads  # no read of its points past a step
+    again = view.changes(got["seq"])
+    assert [(c["run_id"], c["x"], c["reset"]) for c in again["curves"]] == [
+        ("r1", [0.0, 1.0, 2.0, 3.0, 4.0], True)
+    ]
+    assert again["runs"][0]["points"] == 5 and again["runs"][0]["value"] == pytest.approx(0.14)
+    # Its drawn copy fills up (twice its share of the budget, 400 points each for two runs): it is
+    # read again, not grown.
+    _write(store, "r1", range(5, 805), attempt=a2)
+    view.refresh()
+    assert redrawn[-1] == ["r1"]
+    full = view.changes(again["seq"])["curves"]
+    assert [(c["run_id"], c["reset"]) for c in full] == [("r1", True)] and len(full[0]["x"]) <= 400
+    assert full[0]["x"][-1] == 804.0 and view.changes(again["seq"])["runs"][0]["points"] == 805
+
+
+def test_a_sweep_opens_from_a_sample_of_its_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # r0 logs every 10th step (on a grid: drawn from the ranks grid_indices picks, by index seeks);
+    # r1's steps are squares (no grid: read whole, drawn by the report's rule). 1,000 points each,
+    # past the two runs' share of the drawing budget (400).
+    url, store = _store(tmp_path)
+    _write(store, "r0", range(0, 10_000, 10))
+    _write(store, "r1", [i * i for i in range(1000)])
+    asked: list[dict[str, int]] = []
     real = store_live.points_after
 
     def spy(store: Any, metric: str, cursors: dict[str, int]) -> Any:
@@ -127,24 +186,51 @@ def test_refresh_reads_only_what_moved(tmp_path: Path, monkeypatch: pytest.Monke
         return real(store, metric, cursors)
 
     monkeypatch.setattr(store_live, "points_after", spy)
-    assert view.refresh() is False  # nothing moved: one read of the run rows, nothing sent
-    assert asked == [{"r1": 3}]  # only the running run, from its last step
-    assert view.changes(first["seq"]) == {**view.changes(first["seq"]), "runs": [], "curves": []}
-    _write(store, "r1", range(4, 7), attempt=a1)
-    assert view.refresh() is True
-    assert asked[-1] == {"r1": 3}
-    got = view.changes(first["seq"])
-    assert [(c["run_id"], c["x"], c["reset"]) for c in got["curves"]] == [("r1", [4.0, 5.0, 6.0], False)]
-    assert [r["run_id"] for r in got["runs"]] == ["r1"] and got["runs"][0]["points"] == 7
-    later = view.changes(got["seq"])
-    assert later["curves"] == [] and later["runs"] == []
-    # A new attempt that resumes from step 2 replaces the tail: the run is read again, whole.
-    a2 = store.start_attempt("r1", executor="local", resume_step=2)
-    _write(store, "r1", range(3, 5), attempt=a2)
-    view.refresh()
-    assert asked[-1] == {"r1": -1}
-    again = view.changes(got["seq"])
-    assert [(c["run_id"], c["x"], c["reset"]) for c in again["curves"]] == [
-        ("r1", [0.0, 1.0, 2.0, 3.0, 4.0], True)
-    ]
-    assert view.frame()["step"].tolist() == [*range(10), *range(5)]
+    reader = db.open_store(url, create=False, readonly=True)
+    view = SweepLive(reader, "s", metric=METRIC, axis="step", spec={})
+    assert asked == [{"r1": -1}]  # only the run off a grid was read whole
+    snap = view.snapshot()
+    drawn = {c["run_id"]: c["x"] for c in snap["curves"]}
+    assert drawn["r0"] == [10.0 * r for r in grid_indices(1000, 400)]
+    squares = np.array([i * i for i in range(1000)], dtype=float)
+    assert drawn["r1"] == squares[display_indices(squares, 0.1 + 0.01 * squares, 400)].tolist()
+    rows = {r["run_id"]: r for r in snap["runs"]}
+    assert rows["r0"]["points"] == rows["r1"]["points"] == 1000 and snap["points"] == 2000
+    assert rows["r0"]["last_step"] == 9990 and rows["r0"]["value"] == pytest.approx(0.1 + 99.9)
+    assert rows["r1"]["last_step"] == 999**2
+    # A run that moved between the count and the seeks (here: a count that disagrees) is read whole.
+    stats = store_live.point_stats
+    monkeypatch.setattr(
+        store_live, "point_stats", lambda *a: {k: (v[0] + 1, *v[1:]) for k, v in stats(*a).items()}
+    )
+    got = sample.read_drawn(reader, METRIC, ["r0", "r1"], 400)
+    assert asked[-1] == {"r0": -1, "r1": -1} and got["r0"].whole and got["r0"].points == 1000
+
+
+def test_the_fit_reads_the_store_itself(tmp_path: Path) -> None:
+    # The view hands the worker the sweep, never its points; the fit lands with the worker's count.
+    url, store = _store(tmp_path)
+    _write(store, "r0", range(10))
+    called: list[dict[str, Any]] = []
+
+    def fitter(**kwargs: Any) -> Future[Any]:
+        called.append(kwargs)
+        done: Future[Any] = Future()
+        payload: dict[str, Any] = {
+            "axis": "step",
+            "fits": [],
+            "verdicts": [],
+            "notes": [],
+            "knob_map": None,
+            "bands": [],
+        }
+        done.set_result({**payload, "points": 10})
+        return done
+
+    reader = db.open_store(url, create=False, readonly=True)
+    view = SweepLive(reader, "s", metric=METRIC, axis="step", spec={}, fitter=fitter, fit_gap_s=0.0)
+    view.refresh(force=True)
+    assert called == [{"sweep": "s", "spec": {}, "metric": METRIC, "axis": "step", "n_boot": 200}]
+    assert view.fit.source == "live" and view.fit.points == 10
+    view.refresh(force=True)
+    assert len(called) == 1  # nothing new: no refit

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, select, text, union_all
+from sqlalchemy import Connection, and_, func, or_, select, text, union_all
 from sqlalchemy.orm import aliased
 
 from scalerl.db.models import Point, Run, SweepRun
@@ -190,26 +191,62 @@ def run_metrics(store: Store, run_id: str) -> list[str]:
     return sorted(map(str, rows))
 
 
-def point_stats(store: Store, metric: str, run_ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
-    """run_id -> (points, first step, last step) of ``metric`` for the given runs that logged it.
-    One aggregate per 500 runs: the database walks each run's index range (the cost of this
-    read grows with the points, in the database; one row per run comes back). Count and last
-    step come from one statement, so they agree even while a writer appends."""
-    ids = list(dict.fromkeys(run_ids))
+@dataclass(frozen=True)
+class PointStats:
+    """One run's points of a metric as :func:`point_stats` counts them: ``points`` (how many),
+    ``first`` and ``last`` step, and ``extremes``: the point rows (:data:`POINT_ROW_COLUMNS`, in
+    step order) holding its lowest and its highest finite value (ties: every such row)."""
 
-    def fn(conn: Connection) -> dict[str, tuple[int, int, int]]:
-        out: dict[str, tuple[int, int, int]] = {}
+    points: int
+    first: int
+    last: int
+    extremes: tuple[tuple[Any, ...], ...]
+
+
+def point_stats(store: Store, metric: str, run_ids: Sequence[str]) -> dict[str, PointStats]:
+    """run_id -> :class:`PointStats` of ``metric`` for the given runs that logged it. One
+    statement per 500 runs: an aggregate (the database walks each run's index range; one row
+    per run comes back) joined back to the rows holding each run's lowest and highest value.
+    Count, steps and extremes come from one statement, so they agree even while a writer
+    appends."""
+    ids = list(dict.fromkeys(run_ids))
+    cols = [getattr(Point, c) for c in POINT_ROW_COLUMNS]
+
+    def fn(conn: Connection) -> dict[str, PointStats]:
+        found: dict[str, tuple[int, int, int, list[tuple[Any, ...]]]] = {}
         for i in range(0, len(ids), _IN_CHUNK):
-            stmt = (
-                select(Point.run_id, func.count(), func.min(Point.step), func.max(Point.step))
+            agg = (
+                select(
+                    Point.run_id.label("rid"),
+                    func.count().label("n"),
+                    func.min(Point.step).label("first"),
+                    func.max(Point.step).label("last"),
+                    func.min(Point.value).label("lo"),
+                    func.max(Point.value).label("hi"),
+                )
                 .where(Point.metric == metric, Point.run_id.in_(ids[i : i + _IN_CHUNK]))
                 .group_by(Point.run_id)
+                .subquery()
             )
-            for run_id, n, first, last in conn.execute(stmt).all():
-                out[str(run_id)] = (int(n), int(first), int(last))
-        return out
+            # An outer join: a run whose every value is non-finite has no extreme, but a count.
+            on = and_(
+                Point.run_id == agg.c.rid,
+                Point.metric == metric,
+                or_(Point.value == agg.c.lo, Point.value == agg.c.hi),
+            )
+            stmt = select(agg.c.rid, agg.c.n, agg.c.first, agg.c.last, *cols).select_from(
+                agg.outerjoin(Point, on)
+            )
+            for rid, n, first, last, *row in conn.execute(stmt).all():
+                got = found.setdefault(str(rid), (int(n), int(first), int(last), []))
+                if row[0] is not None:
+                    got[3].append(tuple(row))
+        return {
+            rid: PointStats(n, first, last, tuple(sorted(rows, key=lambda r: int(r[1]))))
+            for rid, (n, first, last, rows) in found.items()
+        }
 
-    result: dict[str, tuple[int, int, int]] = _read(store, fn, f"counting the points of {metric!r}")
+    result: dict[str, PointStats] = _read(store, fn, f"counting the points of {metric!r}")
     return result
 
 

@@ -56,7 +56,8 @@ def display_indices(x: FloatArray, y: FloatArray, max_points: int) -> IntArray:
     """Sorted indices to draw a curve with at most about ``max_points`` points.
 
     The union of an LTTB sample in linear ``x`` and one in ``log10(x)`` (over the positive
-    ``x``), so the curve keeps its shape under both axis types. ``x`` must be sorted ascending.
+    ``x``), so the curve keeps its shape under both axis types, and of the points holding the
+    lowest and the highest finite ``y``. ``x`` must be sorted ascending.
     """
     n = len(x)
     if n <= max_points:
@@ -67,6 +68,9 @@ def display_indices(x: FloatArray, y: FloatArray, max_points: int) -> IntArray:
     if len(positive) > 2:
         logged = positive[lttb(np.log10(x[positive]), y[positive], half)]
         linear = np.union1d(linear, logged)
+    finite = np.flatnonzero(np.isfinite(y))
+    if finite.size:  # LTTB keeps peaks but does not promise the lowest and highest point: add them
+        linear = np.union1d(linear, finite[[np.argmin(y[finite]), np.argmax(y[finite])]])
     return np.asarray(linear, dtype=np.intp)
 
 

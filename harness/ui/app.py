@@ -43,6 +43,9 @@ LOG_LINES = 200
 RUN_TABLE_ROWS = 500
 RUN_DRAW = 4000
 MAX_VIEWS = 8  # sweeps held in memory at once (least recently used dropped)
+# Seconds from a sweep's first open (drawn from a sample) to reading every point to draw it:
+# the page that opened it draws first, then the full copies replace the sample.
+FULL_LOAD_DELAY_S = 2.0
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
     "connect-src 'self'; font-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -142,7 +145,18 @@ class Viewer:
                     self._views.popitem(last=False)
                 self._building.pop(key, None)
             made.refresh(force=True)  # starts the first live fit
+            if made.sampled:  # drawn from a sample: every point follows, once the page has drawn
+                loader = threading.Timer(FULL_LOAD_DELAY_S, _load_full, args=(made,))
+                loader.name, loader.daemon = f"scalerl-ui-full-{name[:40]}", True
+                loader.start()
             return made
+
+
+def _load_full(view: Any) -> None:
+    try:
+        view.load_full()
+    except Exception as err:  # the sample stays drawn; the page says so ("sampled")
+        log.warning("reading every point of sweep %r to draw it: %s", scrub(view.name), scrub(str(err)))
 
 
 def _iso(value: Any) -> str | None:

@@ -108,6 +108,9 @@ class _Run:
     last_y: float = math.nan
     drawn_x: list[float | None] = field(default_factory=list)
     drawn_y: list[float | None] = field(default_factory=list)
+    # False while the drawn copy is the first open's sample (harness/ui/sample.py), not drawn
+    # from every point by the report's rule.
+    whole: bool = True
     # (seq, index in drawn_*) each time points were appended; reset_seq: when drawn_* was rebuilt.
     marks: list[tuple[int, int]] = field(default_factory=list)
     reset_seq: int = 0
@@ -234,20 +237,90 @@ class SweepLive:
         )
 
     def _take(self, run: _Run, got: Drawn, cap: int, seq: int) -> None:
-        """Make ``got`` (:func:`~scalerl.harness.ui.sample.read_drawn`'s read of ``run``) the
-        run's count, last point and drawn copy, stamped ``seq`` (a page gets it whole)."""
+        """Make ``got`` (a read of ``run``: every point, or the first open's sample) the run's
+        count, last point and drawn copy, stamped ``seq`` (a page gets it whole)."""
+        self._apply(run, self._draw(got, cap), seq)
+
+    def _draw(self, got: Drawn, cap: int) -> tuple[Any, ...]:
+        """:meth:`_draw_arrays` of ``got``'s rows."""
+        step, x, y = self._columns(got.rows)
+        return self._draw_arrays(got.points, step, x, y, cap, whole=got.whole)
+
+    @staticmethod
+    def _draw_arrays(
+        points: int, step: np.ndarray, x: np.ndarray, y: np.ndarray, cap: int, *, whole: bool
+    ) -> tuple[Any, ...]:
+        """(points, last step, last x, last y, drawn x, drawn y, whole) of a run read as
+        ``step, x, y``: every point (``whole``) drawn by the report's rule
+        (:func:`~scalerl.harness.report.downsample.display_indices`, which keeps the first, last,
+        lowest and highest point), a sample as it is. Touches no state: :meth:`load_full` runs it
+        outside the lock."""
         from scalerl.harness.report.downsample import display_indices
 
-        step, x, y = self._columns(got.rows)
-        run.points = got.points
-        run.last_step, run.last_x, run.last_y = int(step[-1]), float(x[-1]), float(y[-1])
         unsorted = x.size > 1 and bool(np.any(np.diff(x) < 0))
         order = np.argsort(x, kind="stable") if unsorted else np.arange(x.size)
-        # Every point: the report's rule (display_indices wants x sorted); else the grid's sample.
-        keep = order[np.sort(display_indices(x[order], y[order], cap))] if got.whole else order
-        run.drawn_x, run.drawn_y = floats(x[keep]), floats(y[keep])
+        keep = order[np.sort(display_indices(x[order], y[order], cap))] if whole else order
+        last = (int(step[-1]), float(x[-1]), float(y[-1]))
+        return (points, *last, floats(x[keep]), floats(y[keep]), whole)
+
+    def _apply(self, run: _Run, drawn: tuple[Any, ...], seq: int) -> None:
+        run.points, run.last_step, run.last_x, run.last_y, run.drawn_x, run.drawn_y, run.whole = drawn
         run.marks = []
         run.reset_seq = seq
+
+    @property
+    def sampled(self) -> bool:
+        """True while some run is drawn from the first open's sample (:meth:`load_full` pending)."""
+        with self._lock:
+            return any(not r.whole for r in self.runs.values())
+
+    def load_full(self) -> int:
+        """Read every point of the sweep's metric and draw each run still drawn from the first
+        open's sample by the report's rule, replacing the sample (a page gets the new copies as
+        a ``reset``); returns how many runs were redrawn. One bulk read
+        (:func:`scalerl.db.queries.curves`, the store's fast path; ~1.5 s for 10^6 points on
+        SQLite), then the downsampling, both outside the lock, so polls are answered meanwhile;
+        the points are dropped once drawn. A run that moved past the read, or started a new
+        attempt, keeps its copy: a refresh follows it and reads it whole once its copy fills."""
+        from scalerl.db import queries
+
+        with self._lock:
+            todo = {rid: r.row.get("attempts") for rid, r in self.runs.items() if not r.whole}
+            cap, axis = self._draw_cap(), self.axis
+            some = sorted(todo) if len(todo) < len(self.runs) else None  # None: the sweep's every run
+        if not todo:
+            return 0
+        frame = queries.curves(self.store, self.name, metric=self.metric, run_ids=some)
+        if frame.empty:
+            return 0
+        codes = frame["run_id"].cat.codes.to_numpy()
+        names = frame["run_id"].cat.categories
+        cuts = np.flatnonzero(np.diff(codes)) + 1
+        starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(codes)]])
+        step = frame["step"].to_numpy(dtype=np.int64)
+        x = step.astype(float) if axis == "step" else frame[axis].to_numpy(dtype=float)
+        y = frame["value"].to_numpy(dtype=float)
+        del frame
+        drawn = {
+            str(names[codes[s]]): self._draw_arrays(int(e - s), step[s:e], x[s:e], y[s:e], cap, whole=True)
+            for s, e in zip(starts, ends, strict=True)
+        }
+        done = 0
+        with self._lock:
+            nxt = self.seq + 1
+            for rid, copy in drawn.items():
+                run = self.runs.get(rid)
+                if run is None or run.whole or axis != self.axis or run.row.get("attempts") != todo.get(rid):
+                    continue
+                # The read must hold everything the view has of the run (it may hold more: then
+                # the refresh follows on from the read's last step).
+                if copy[0] < run.points or copy[1] < run.last_step:
+                    continue
+                self._apply(run, copy, nxt)
+                done += 1
+            if done:
+                self.seq = nxt
+        return done
 
     # ------------------------------------------------------------------ refreshing
     def refresh(self, *, force: bool = False) -> bool:
@@ -263,7 +336,7 @@ class SweepLive:
             return changed
 
     def _refresh(self) -> bool:
-        from scalerl.harness.ui.sample import read_drawn
+        from scalerl.harness.ui.sample import Drawn
 
         rows = store_live.run_rows(self.store, self.name)
         nxt = self.seq + 1
@@ -310,8 +383,11 @@ class SweepLive:
                 run.marks.append((nxt, len(run.drawn_x)))
                 run.drawn_x.extend(floats(x))
                 run.drawn_y.extend(floats(y))
-        if redraw:
-            fresh = read_drawn(self.store, self.metric, sorted(redraw), cap)
+        if redraw:  # read whole (a run's own size), drawn by the report's rule
+            read: dict[str, list[tuple[Any, ...]]] = {}
+            for r in store_live.points_after(self.store, self.metric, dict.fromkeys(redraw, -1)):
+                read.setdefault(str(r[0]), []).append(r)
+            fresh = {rid: Drawn(len(pts), pts, True) for rid, pts in read.items()}
             for rid in redraw:
                 run = self.runs[rid]
                 if rid not in by_run and (run.points or rid in fresh):
@@ -320,7 +396,7 @@ class SweepLive:
                     self._take(run, fresh[rid], cap, nxt)
                 elif run.points or run.drawn_x:  # a fresh start left it no point yet
                     run.points, run.last_step, run.last_x, run.last_y = 0, -1, math.nan, math.nan
-                    run.drawn_x, run.drawn_y, run.marks, run.reset_seq = [], [], [], nxt
+                    run.drawn_x, run.drawn_y, run.marks, run.reset_seq, run.whole = [], [], [], nxt, True
         changed = bool(new_ids or gone or got or redraw) or any(r.row_seq == nxt for r in self.runs.values())
         if changed:
             self.seq = nxt
@@ -470,6 +546,7 @@ class SweepLive:
                 "seq": self.seq,
                 "design": self.spec.get("design"),
                 "notes": list(self.notes),
+                "sampled": self.sampled,
                 "counts": self._counts(),
                 "points": sum(r.points for r in self.runs.values()),
                 "runs": [self.run_summary(r) for r in self.runs.values()],
@@ -529,6 +606,7 @@ class SweepLive:
             return {
                 "sweep": self.name,
                 "seq": self.seq,
+                "sampled": self.sampled,
                 "counts": self._counts(),
                 "points": sum(r.points for r in self.runs.values()),
                 "runs": rows,

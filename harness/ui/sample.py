@@ -9,13 +9,18 @@ the machine bench/README.md names, and a lab opens sweeps the server has not rea
   grid ``first + k * s``, so the ranks :func:`scalerl.harness.report.downsample.grid_indices`
   picks (evenly spaced and log-spaced, first and last) are known steps, read by one index seek
   each (:func:`scalerl.db.live.points_at`);
-- beside it, in a second thread, its point count and step range
-  (:func:`scalerl.db.live.point_stats`: one aggregate the database answers without sending a
-  point). A run's sample is kept only when that count and range are the grid's (and every
-  asked step came back); a run whose steps are not on one grid, or that moved between the two
-  reads, is read whole (:func:`scalerl.db.live.points_after`), which costs its own size only.
+- beside it, in a second thread, its point count, step range and the points holding its
+  lowest and highest value (:func:`scalerl.db.live.point_stats`: one aggregate the database
+  answers, sending one row per run plus its extremes), added to the sample: a spike the grid
+  steps over is still drawn. A run's sample is kept only when that count and range are the
+  grid's (and every asked step came back); a run whose steps are not on one grid, or that moved
+  between the two reads, is read whole (:func:`scalerl.db.live.points_after`), which costs its
+  own size only.
 
-Drawing only: fits read every point themselves (:mod:`scalerl.harness.ui.fitting`).
+So a sample always holds the run's first, last, lowest and highest point. It is the first draw
+only: :meth:`scalerl.harness.ui.live.SweepLive.load_full` then reads every point and draws each
+run by the report's rule, as the static report does. Fits read every point themselves
+(:mod:`scalerl.harness.ui.fitting`).
 """
 
 from __future__ import annotations
@@ -92,7 +97,16 @@ def read_drawn(store: Store, metric: str, run_ids: Sequence[str], max_points: in
     out: dict[str, Drawn] = {}
     for run_id, (n, steps) in plans.items():
         rows = by_run.get(run_id, [])
-        if stats.get(run_id) == (n, steps[0], steps[-1]) and len(rows) == len(steps):
+        st = stats.get(run_id)
+        if (
+            st is not None
+            and (st.points, st.first, st.last) == (n, steps[0], steps[-1])
+            and len(rows) == len(steps)
+        ):
+            if len(rows) < n:  # a sample: add the run's lowest and highest points to it
+                seen = {int(r[1]) for r in rows}
+                extra = [r for r in st.extremes if int(r[1]) not in seen]
+                rows = sorted([*rows, *extra], key=lambda r: int(r[1])) if extra else rows
             out[run_id] = Drawn(points=n, rows=rows, whole=len(rows) == n)
         else:  # off the grid, or moved between the reads
             whole.append(run_id)

@@ -50,3 +50,15 @@ def test_grid_indices_keep_both_views_without_the_values() -> None:
     full = np.interp(np.log(c), np.log(c[keep]), r[keep])
     assert np.max(np.abs(full - r)) < 0.002
     assert grid_indices(30, 400).tolist() == list(range(30))  # nothing to drop
+
+
+def test_display_indices_keep_the_lowest_and_highest_point() -> None:
+    # Noise around a rising curve: whatever LTTB picks, the drawn copy holds both extremes.
+    rng = np.random.default_rng(3)
+    c = np.geomspace(1e13, 1e17, 5000)
+    r = 0.1 + 0.5 / (1 + (1e15 / c) ** 1.5) + rng.normal(0, 0.02, c.size)
+    r[[1234, 4321]] = np.nan  # a non-finite value is never an extreme
+    keep = display_indices(c, r, 100)
+    finite = np.where(np.isfinite(r), r, np.nan)
+    assert {int(np.nanargmin(finite)), int(np.nanargmax(finite)), 0, c.size - 1} <= set(keep.tolist())
+    assert len(keep) <= 102

@@ -125,58 +125,60 @@ def test_refresh_reads_only_what_moved(tmp_path: Path, monkeypatch: pytest.Monke
     first = view.snapshot()
     assert {c["run_id"]: len(c["x"]) for c in first["curves"]} == {"r0": 10, "r1": 4}
     asked: list[dict[str, int]] = []
-    redrawn: list[list[str]] = []
-    real, real_drawn = store_live.points_after, sample.read_drawn
+    real = store_live.points_after
 
     def spy(store: Any, metric: str, cursors: dict[str, int]) -> Any:
         asked.append(dict(cursors))
         return real(store, metric, cursors)
 
-    def spy_drawn(store: Any, metric: str, run_ids: Any, max_points: int) -> Any:
-        redrawn.append(list(run_ids))
-        return real_drawn(store, metric, run_ids, max_points)
-
     monkeypatch.setattr(store_live, "points_after", spy)
-    monkeypatch.setattr(sample, "read_drawn", spy_drawn)
     assert view.refresh() is False  # nothing moved: one read of the run rows, nothing sent
     assert asked == [{"r1": 3}]  # only the running run, from its last step
     assert view.changes(first["seq"]) == {**view.changes(first["seq"]), "runs": [], "curves": []}
     _write(store, "r1", range(4, 7), attempt=a1)
     assert view.refresh() is True
-    assert asked[-1] == {"r1": 3} and redrawn == []
+    assert asked[-1] == {"r1": 3}
     got = view.changes(first["seq"])
     assert [(c["run_id"], c["x"], c["reset"]) for c in got["curves"]] == [("r1", [4.0, 5.0, 6.0], False)]
     assert [r["run_id"] for r in got["runs"]] == ["r1"] and got["runs"][0]["points"] == 7
     assert got["points"] == 17
     later = view.changes(got["seq"])
     assert later["curves"] == [] and later["runs"] == []
-    # A new attempt that resumes from step 2 replaces the tail: the run is read again to draw.
+    # A new attempt that resumes from step 2 replaces the tail: the run is read again, whole.
     a2 = store.start_attempt("r1", executor="local", resume_step=2)
     _write(store, "r1", range(3, 5), attempt=a2)
-    reads = len(asked)
     view.refresh()
-    assert redrawn == [["r1"]] and len(asked) == reads  # no read of its points past a step
+    assert asked[-1] == {"r1": -1}
     again = view.changes(got["seq"])
     assert [(c["run_id"], c["x"], c["reset"]) for c in again["curves"]] == [
         ("r1", [0.0, 1.0, 2.0, 3.0, 4.0], True)
     ]
     assert again["runs"][0]["points"] == 5 and again["runs"][0]["value"] == pytest.approx(0.14)
     # Its drawn copy fills up (twice its share of the budget, 400 points each for two runs): it is
-    # read again, not grown.
+    # read again whole and drawn by the report's rule, not grown.
     _write(store, "r1", range(5, 805), attempt=a2)
     view.refresh()
-    assert redrawn[-1] == ["r1"]
+    assert asked[-2:] == [{"r1": 4}, {"r1": -1}]
     full = view.changes(again["seq"])["curves"]
     assert [(c["run_id"], c["reset"]) for c in full] == [("r1", True)] and len(full[0]["x"]) <= 400
     assert full[0]["x"][-1] == 804.0 and view.changes(again["seq"])["runs"][0]["points"] == 805
 
 
+def _curve(step: int) -> float:
+    """A run's value at ``step``, with a spike at step 4,550 and a dip at 6,110 that no grid rank
+    of 1,000 points drawn with 400 lands on (checked below)."""
+    return {4550: 0.95, 6110: -0.2}.get(step, 0.1 + 0.5 * step / (step + 2000))
+
+
 def test_a_sweep_opens_from_a_sample_of_its_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # r0 logs every 10th step (on a grid: drawn from the ranks grid_indices picks, by index seeks);
-    # r1's steps are squares (no grid: read whole, drawn by the report's rule). 1,000 points each,
-    # past the two runs' share of the drawing budget (400).
+    # r0 logs every 10th step (on a grid: drawn from the ranks grid_indices picks, by index seeks,
+    # plus its lowest and highest point); r1's steps are squares (no grid: read whole, drawn by the
+    # report's rule). 1,000 points each, past the two runs' share of the drawing budget (400).
     url, store = _store(tmp_path)
-    _write(store, "r0", range(0, 10_000, 10))
+    writer = store.writer("r0", store.start_attempt("r0", executor="local"))
+    for s in range(0, 10_000, 10):
+        writer.add(s, {METRIC: _curve(s)}, {"flops": 1e12 * (s + 1)})
+    writer.close()
     _write(store, "r1", [i * i for i in range(1000)])
     asked: list[dict[str, int]] = []
     real = store_live.points_after
@@ -190,21 +192,43 @@ def test_a_sweep_opens_from_a_sample_of_its_points(tmp_path: Path, monkeypatch: 
     view = SweepLive(reader, "s", metric=METRIC, axis="step", spec={})
     assert asked == [{"r1": -1}]  # only the run off a grid was read whole
     snap = view.snapshot()
-    drawn = {c["run_id"]: c["x"] for c in snap["curves"]}
-    assert drawn["r0"] == [10.0 * r for r in grid_indices(1000, 400)]
+    assert snap["sampled"] is True
+    drawn = {c["run_id"]: c for c in snap["curves"]}
+    grid = [10 * int(r) for r in grid_indices(1000, 400)]
+    assert 4550 not in grid and 6110 not in grid
+    # The sample: the grid's steps plus the spike and the dip, each drawn at its stored value.
+    assert drawn["r0"]["x"] == sorted({*map(float, grid), 4550.0, 6110.0})
+    assert drawn["r0"]["y"] == pytest.approx([_curve(int(x)) for x in drawn["r0"]["x"]], rel=1e-5)
+    assert drawn["r0"]["x"][0] == 0.0 and drawn["r0"]["x"][-1] == 9990.0
     squares = np.array([i * i for i in range(1000)], dtype=float)
-    assert drawn["r1"] == squares[display_indices(squares, 0.1 + 0.01 * squares, 400)].tolist()
+    assert drawn["r1"]["x"] == squares[display_indices(squares, 0.1 + 0.01 * squares, 400)].tolist()
     rows = {r["run_id"]: r for r in snap["runs"]}
     assert rows["r0"]["points"] == rows["r1"]["points"] == 1000 and snap["points"] == 2000
-    assert rows["r0"]["last_step"] == 9990 and rows["r0"]["value"] == pytest.approx(0.1 + 99.9)
+    assert rows["r0"]["last_step"] == 9990 and rows["r0"]["value"] == pytest.approx(_curve(9990))
     assert rows["r1"]["last_step"] == 999**2
+    # Every point follows: r0 is drawn again by the report's rule from all of them (first, last,
+    # spike and dip kept), sent to a page as a reset; r1 (already whole) is left as it is.
+    seq = snap["seq"]
+    assert view.load_full() == 1 and view.sampled is False
+    got = view.changes(seq)
+    assert got["sampled"] is False and [(c["run_id"], c["reset"]) for c in got["curves"]] == [("r0", True)]
+    steps = np.arange(0, 10_000, 10, dtype=float)
+    values = np.array([_curve(int(s)) for s in steps])
+    assert got["curves"][0]["x"] == steps[display_indices(steps, values, 400)].tolist()
+    assert {0.0, 4550.0, 6110.0, 9990.0} <= set(got["curves"][0]["x"])
+    assert got["curves"][0]["y"] == pytest.approx([_curve(int(x)) for x in got["curves"][0]["x"]], rel=1e-5)
+    assert view.load_full() == 0 and view.changes(got["seq"])["curves"] == []
     # A run that moved between the count and the seeks (here: a count that disagrees) is read whole.
     stats = store_live.point_stats
     monkeypatch.setattr(
-        store_live, "point_stats", lambda *a: {k: (v[0] + 1, *v[1:]) for k, v in stats(*a).items()}
+        store_live,
+        "point_stats",
+        lambda *a: {
+            k: store_live.PointStats(v.points + 1, v.first, v.last, v.extremes) for k, v in stats(*a).items()
+        },
     )
-    got = sample.read_drawn(reader, METRIC, ["r0", "r1"], 400)
-    assert asked[-1] == {"r0": -1, "r1": -1} and got["r0"].whole and got["r0"].points == 1000
+    again = sample.read_drawn(reader, METRIC, ["r0", "r1"], 400)
+    assert asked[-1] == {"r0": -1, "r1": -1} and again["r0"].whole and again["r0"].points == 1000
 
 
 def test_the_fit_reads_the_store_itself(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ before the cut and forecasts every later point. Methods, side by side:
 
 - ``this project``: :func:`scalerl.harness.analysis.forecast.ensemble.point_forecast_many` (ensemble) with the
   calibrated interval of :mod:`scalerl.harness.analysis.forecast.ensemble`;
-- ``fit_sigmoid defaults``: the batched fit at its defaults (R0 = mean of the first 3 points);
+- ``fit_sigmoid defaults``: the batched fit at its defaults (R0 fitted, or a step-0 evaluation);
   with ``--boot N`` its 90%/80%/50% intervals from ``bootstrap_fits`` + ``forecast_value``;
 - ``paper's procedure``: ScaleRL's App. A.5 fit with its grid widened to the data as DESIGN.md
   §4 says (``paper`` fitter: A from max(fitted y) - 0.2 to 1.0 step 0.005 x 100 C_mid values from

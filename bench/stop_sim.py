@@ -22,12 +22,12 @@ judged three ways, from the same simulated points:
 
 Curves are built as ``scalerl fit`` builds them (``analysis.sweep.group_curves`` on the store's
 curves frame, so each point carries its sample count n and binomial SEs are used), with the
-simulated sweep's fit window (0.1) and margin (0.02). Scoring is ``verdict_sim.score``: a null is
-right as ``no-effect``, a mover with |dA| > 0.02 as a mover of the right sign, a shaper as a
-shaper; margin movers (|dA| = 0.02) are never scored. Per cell and arm: compute used (and full /
-sequential), nulls called mover or shaper, decided verdicts wrong, share with a decided verdict,
-the dA interval's coverage of the true dA (at the level the verdict was taken); 95% intervals from
-resampling whole sweeps.
+simulated sweep's fit window (none since issue 36: the whole curve, as the demo) and margin (0.02).
+Scoring is ``verdict_sim.score``: a null is right as ``no-effect``, a mover with |dA| > 0.02 as a
+mover of the right sign, a shaper as a shaper; margin movers (|dA| = 0.02) are never scored. Per
+cell and arm: compute used (and full / sequential), nulls called mover or shaper, decided verdicts
+wrong, share with a decided verdict, the dA interval's coverage of the true dA (at the level the
+verdict was taken); 95% intervals from resampling whole sweeps.
 
 Run: ``.venv/bin/python -m bench.stop_sim [--sweeps 20] [--seed 0] [--boot 50] [--fractions
 0.25,0.5,0.75]`` (``--sweeps`` per cell, 6 cells; ~3-4 s a sweep on the shared 2-core VM, so

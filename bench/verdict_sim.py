@@ -12,7 +12,8 @@ Issue 23, items 5 and 6: the instrument that scores a verdict rule. Steps:
    sources' curves pooled.
 2. Cells: 3, 5, 8 seeds x budgets at which the baseline's true curve has made 60%, 90%, 99% of its
    gain. Each sweep has a baseline (R0 ~ U(0.2, 0.35), A ~ U(0.6, 0.8), B ~ U(1, 2.5), C_mid
-   1,000 GPU-hours; 30 evaluations after step 0, the demo's fit window 0.1 and margin 0.02) and 16
+   1,000 GPU-hours; 30 evaluations after step 0, fitted whole (``--window`` drops a share of each
+   curve's compute, as a lab's fit window would) with margin 0.02) and 16
    knobs: 6 nulls, movers at dA -0.10, -0.05, -0.02, +0.02, +0.05, +0.10, shapers at B x 1/1.5 and
    x 1.5, C_mid x 0.5 and x 2.
 3. Each sweep is written into one SQLite store through ``store.writer`` (``simulate.write_sweep``)
@@ -63,6 +64,9 @@ POINTS = 30
 STEPS_PER_EVAL = 10
 N_SAMPLES = 640
 MARGIN = 0.02
+# The sweeps' fit window (share of compute dropped from each curve's start): the demo fits the
+# whole curve (R0 from its step-0 evaluation); --window 0.1 checks a lab's window.
+WINDOW: float | None = None
 DECIDED = ("asymptote-mover", "efficiency-shaper", "no-effect")
 
 
@@ -171,6 +175,7 @@ def design_for(rng: np.random.Generator, seeds: int, fraction: float, name: str)
         steps_per_point=STEPS_PER_EVAL,
         name=name,
         margin=MARGIN,
+        window_fraction=WINDOW,
     )
 
 
@@ -216,6 +221,7 @@ def score(sim: Any, rows: Sequence[dict[str, Any]], cell: dict[str, Any]) -> lis
             cell
             | {"variant": t["variant"], "kind": t["kind"], "effect": t["effect"], "true_d_a": t["d_a"]}
             | {"verdict": verdict, "d_a": d_a, "d_a_lo": lo, "d_a_hi": hi, "margin": _f(r["margin"])}
+            | {"p_ceiling": _f(r.get("p_ceiling")), "p_efficiency": _f(r.get("p_efficiency"))}
             | {
                 "right": right,
                 "covered": covered,
@@ -238,7 +244,8 @@ def cli_check(url: str, sweep: str, rows: Sequence[dict[str, Any]]) -> dict[str,
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         return {"ok": False, "error": proc.stderr[-2000:], "wall_s": wall}
-    cli = {str(r["variant"]): (r["verdict"], r["d_a"]) for r in json.loads(proc.stdout)}
+    # `scalerl fit --json` prints one object; its verdicts are the store's rows.
+    cli = {str(r["variant"]): (r["verdict"], r["d_a"]) for r in json.loads(proc.stdout)["verdicts"]}
     mine = {str(r["variant"]): (r["verdict"], _f(r["d_a"])) for r in rows}
     same = all(
         cli[v][0] == mine[v][0]
@@ -359,6 +366,26 @@ def confusion(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def calibration(rows: Sequence[dict[str, Any]]) -> str:
+    """The verdicts' claim probabilities against the truth: among knobs whose P is in a bin, the
+    share for which the claim is true (the ceiling moves: |true dA| > margin; efficiency
+    differs: a shaper)."""
+    bins = [(0.0, 0.5), (0.5, 0.8), (0.8, 0.9), (0.9, 0.95), (0.95, 0.99), (0.99, 1.01), (0.9, 1.01)]
+    names = [f"P in [{a:g}, {min(b, 1.0):g}{']' if b > 1 else ')'}" for a, b in bins[:-1]] + ["P >= 0.9"]
+    lines = ["| claim | " + " | ".join(names) + " |", "|---|" + "---|" * len(bins)]
+    claims = (
+        ("the ceiling moves", "p_ceiling", lambda r: abs(r["true_d_a"]) > MARGIN + 1e-9),
+        ("efficiency differs", "p_efficiency", lambda r: str(r["kind"]).startswith("shaper")),
+    )
+    for label, col, truth in claims:
+        cells = []
+        for a, b in bins:
+            sel = [r for r in rows if math.isfinite(_f(r.get(col))) and a <= r[col] < b]
+            cells.append(f"{_pct(sum(bool(truth(r)) for r in sel), len(sel))} ({len(sel)})")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # Ratios whose uncertainty the sweep bootstrap states: (numerator, denominator) per knob row.
 RATIOS: dict[str, Any] = {
     "nulls called mover or shaper": lambda r: (
@@ -459,7 +486,7 @@ def noise_table(sources: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None) -> int:
-    global MARGIN
+    global MARGIN, WINDOW, DATA
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--knobs", type=int, default=2000, help="simulated knobs at least (default 2000)")
     ap.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
@@ -470,9 +497,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the sweeps' verdict margin (default {MARGIN}, the paper's); movers inside it count as nulls",
     )
     ap.add_argument(
+        "--window",
+        type=float,
+        default=None,
+        help="the sweeps' fit window as a share of compute (default none: the whole curve, as the demo)",
+    )
+    ap.add_argument(
         "--boot", type=int, default=200, help="bootstrap replicates, as scalerl fit --boot (default 200)"
     )
     ap.add_argument("--out", type=Path, default=WORK, help=f"work folder (default {WORK})")
+    ap.add_argument(
+        "--data", type=Path, default=DATA, help=f"the real curves the noise is fitted on (default {DATA})"
+    )
     ap.add_argument("--no-cli-check", action="store_true", help="skip the `scalerl fit --json` cross-check")
     ap.add_argument(
         "--noise",
@@ -491,13 +527,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     MARGIN = args.margin
+    WINDOW = args.window
+    DATA = args.data
     if args.retabulate:
         rows, sources = pooled_rows(args.retabulate)
         print(noise_table(sources), "\n")
         print(cell_table(rows)[1], "\n")
         print(ci_table(rows, by_cell=True), "\n")
         print(power_table(rows), "\n")
-        print(confusion(rows))
+        print(confusion(rows), "\n")
+        print(calibration(rows))
         return 0
     from scalerl import db
     from scalerl.harness.analysis.sim.simulate import NoiseModel, simulate_sweep, write_sweep
@@ -558,7 +597,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table, "\n")
     print(itable, "\n")
     print(ptable, "\n")
-    print(ctable)
+    print(ctable, "\n")
+    print(calibration(rows))
     calls = [r for r in rows if r["collapse_run_dipped"] is not None]
     real = sum(bool(r["collapse_run_dipped"]) for r in calls)
     print(
@@ -575,7 +615,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "noise_model": asdict(noise),
         "cli_check": check,
         "cells": cells,
-        "tables": {"cells": table, "intervals": itable, "power": ptable, "confusion": ctable},
+        "tables": {
+            "cells": table,
+            "intervals": itable,
+            "power": ptable,
+            "confusion": ctable,
+            "calibration": calibration(rows),
+        },
         "rows": rows,
     }
     out = args.out / "verdict_sim.json"

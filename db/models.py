@@ -213,6 +213,14 @@ class Verdict(Base):
     # Minimum detectable |dA| / |dB| at the sweep's seeds and noise, 80% power (0004).
     mde_a: Mapped[float | None] = mapped_column(Float)
     mde_b: Mapped[float | None] = mapped_column(Float)
+    # Efficiency's second parameter and how sure the rule is of each claim (0007, issue 36).
+    d_log_c_mid: Mapped[float | None] = mapped_column(Float)
+    d_log_c_mid_lo: Mapped[float | None] = mapped_column(Float)
+    d_log_c_mid_hi: Mapped[float | None] = mapped_column(Float)
+    p_ceiling: Mapped[float | None] = mapped_column(Float)
+    p_efficiency: Mapped[float | None] = mapped_column(Float)
+    p_no_effect: Mapped[float | None] = mapped_column(Float)
+    efficiency: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -237,5 +245,6 @@ FIT_COLUMNS: tuple[str, ...] = (
 VERDICT_COLUMNS: tuple[str, ...] = (
     "knob", "variant", "alternative", "metric", "axis", "verdict", "a_base", "a_variant", "d_a",
     "d_a_lo", "d_a_hi", "b_base", "b_variant", "d_b", "d_b_lo", "d_b_hi", "margin", "reason", "mde_a",
-    "mde_b",
+    "mde_b", "d_log_c_mid", "d_log_c_mid_lo", "d_log_c_mid_hi", "p_ceiling", "p_efficiency",
+    "p_no_effect", "efficiency",
 )  # fmt: skip

@@ -49,6 +49,9 @@ class VariantCurves:
     # Per curve: the Bernoulli sample count behind each point (aligned with its values; NaN where
     # unknown), or None / left out when the curve has none: its noise is then estimated.
     n: tuple[ArrayLike | None, ...] = ()
+    # Per curve: its seed number. Variants run at the same seed numbers share each seed's effect,
+    # which the verdicts take out (verdicts.inference.remove_seed_effects); empty: seeds unknown.
+    seeds: tuple[int, ...] = ()
 
     def counts(self, i: int) -> ArrayLike | None:
         return self.n[i] if i < len(self.n) else None
@@ -60,11 +63,15 @@ def group_curves(frame: pd.DataFrame, axis: str) -> dict[str, VariantCurves]:
     for variant, vdf in frame.groupby("variant", sort=True, observed=True):
         curves: list[Curve] = []
         ids: list[str] = []
+        seed_ids: list[int] = []
         counts: list[np.ndarray | None] = []
         for run_id, rdf in vdf.sort_values(["seed", "run_id"]).groupby("run_id", sort=False, observed=True):
             x = rdf[axis].to_numpy(dtype=np.float64)
             curves.append((x, rdf["value"].to_numpy(dtype=np.float64)))
             ids.append(str(run_id))
+            seed = rdf["seed"].iloc[0] if "seed" in rdf else None
+            if seed is not None and seed == seed:
+                seed_ids.append(int(seed))
             # Sample counts behind each value (NaN where unknown; no column: a frame from before n).
             counts.append(rdf["n"].to_numpy(dtype=np.float64) if "n" in rdf else None)
         first = vdf.iloc[0]
@@ -77,6 +84,8 @@ def group_curves(frame: pd.DataFrame, axis: str) -> dict[str, VariantCurves]:
             alternative=None if alt is None or alt != alt else str(alt),
             run_ids=tuple(ids),
             n=tuple(counts),
+            # Seed numbers only when every run has one and no number repeats in the variant.
+            seeds=tuple(seed_ids) if len(set(seed_ids)) == len(curves) else (),
         )
     return out
 

@@ -183,6 +183,14 @@ def _fit(args: argparse.Namespace) -> int:
         # The smallest |dA| / |dB| this sweep would detect (80% power, at its seeds and noise).
         "MDE dA",
         "MDE dB",
+        # How much sooner (-) or later (+) the variant reaches half its gain, in log compute.
+        "dlogC_mid [CI]",
+        # How sure the rule is that the ceiling moves / that efficiency differs (1 - the claim's
+        # false-discovery-adjusted p-value over the sweep's knobs), and the efficiency claim
+        # ("differs" on an asymptote-mover: the knob is both).
+        "P(ceiling)",
+        "P(effic.)",
+        "effic.",
         "reason",
     )
     table = [header] + [
@@ -198,6 +206,10 @@ def _fit(args: argparse.Namespace) -> int:
             _ci(r["d_b"], r["d_b_lo"], r["d_b_hi"]),
             _num(r.get("mde_a")),
             _num(r.get("mde_b"), ".2f"),
+            _ci(r.get("d_log_c_mid"), r.get("d_log_c_mid_lo"), r.get("d_log_c_mid_hi")),
+            _num(r.get("p_ceiling"), ".2f"),
+            _num(r.get("p_efficiency"), ".2f"),
+            str(r.get("efficiency") or "-"),
             str(r["reason"]),
         )
         for r in rows

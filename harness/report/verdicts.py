@@ -1,9 +1,10 @@
 """The verdict table, as a Plotly table (notebooks) or an HTML table that sorts and filters.
 
 Built from ``scalerl.db.queries.verdicts`` frames. Every verdict carries its numbers, so a reader can
-disagree: the table lists ΔA and ΔB with their intervals, the margin, the smallest detectable
-effects and the reason. In the HTML report each row's knob links to its panel, every header sorts
-(numbers as numbers), and the page's filter box and verdict menu hide rows (see
+disagree: the table lists how sure the rule is of each claim, ΔA, ΔB and Δlog C_mid with their
+intervals, the margin, the smallest detectable effects and the reason. In the HTML report each
+row's knob links to its panel, every header sorts (numbers as numbers), and the page's filter box
+and verdict menu hide rows (see
 :mod:`scalerl.harness.report.document`). The knob map lives in :mod:`scalerl.harness.report.knobmap`.
 """
 
@@ -20,9 +21,14 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 # Table columns: (header, how to render a row).
+# After the original columns, before the reason: "Δlog C_mid interval" (efficiency's second
+# parameter), "P ceiling" / "P efficiency" (how sure the rule is of each claim: 1 - its
+# false-discovery-adjusted p-value over the sweep's knobs) and "efficiency" ("differs" when that
+# claim is made, on a mover: the knob is both; "same" when equivalence is shown).
 _TABLE_HEADERS: tuple[str, ...] = (
     "knob", "variant", "alternative", "verdict", "ΔA", "ΔA interval", "ΔB", "ΔB interval",
-    "A base", "A variant", "margin", "MDE ΔA", "MDE ΔB", "reason",
+    "A base", "A variant", "margin", "MDE ΔA", "MDE ΔB", "Δlog C_mid interval", "P ceiling",
+    "P efficiency", "efficiency", "reason",
 )  # fmt: skip
 
 
@@ -34,7 +40,9 @@ def _table_cells(row: pd.Series) -> list[str]:
         fmt_interval(row.get("d_a_lo"), row.get("d_a_hi")), fmt(row.get("d_b")),
         fmt_interval(row.get("d_b_lo"), row.get("d_b_hi")), fmt(row.get("a_base")),
         fmt(row.get("a_variant")), fmt(row.get("margin")), fmt(row.get("mde_a")),
-        fmt(row.get("mde_b")), esc(row.get("reason")),
+        fmt(row.get("mde_b")), fmt_interval(row.get("d_log_c_mid_lo"), row.get("d_log_c_mid_hi")),
+        fmt(row.get("p_ceiling")), fmt(row.get("p_efficiency")), esc(row.get("efficiency")),
+        esc(row.get("reason")),
     ]  # fmt: skip
 
 

@@ -138,11 +138,14 @@ def test_a_failed_run_is_left_out_named_and_changes_no_verdict(
         ("cispo-seed3", "failed")
     ]
 
-    # Pooled as a seed (--include-failed), the same store gives another answer: the test can fail.
+    # Pooled as a seed (--include-failed), the run is one of loss=cispo's seeds: its 5 flat points
+    # give no fit of their own, so the verdict rests on the other three and names it.
     url_all = f"sqlite:///{tmp_path / 'all.db'}"
     out_all, pooled = import_and_fit(uri, url_all, tmp_path, capsys, "--include-failed")
     assert "left out" not in out_all and "mapped 7 run(s)" in out_all
-    assert len(pooled) == 1 and pooled[0]["verdict"] != "asymptote-mover"  # (undecided here)
+    assert len(pooled) == 1 and pooled[0]["verdict"] == "asymptote-mover"
+    assert "no usable fit of its own, so not among loss=cispo's seeds:" in str(pooled[0]["reason"])
+    assert "no usable fit" not in str(clean[0]["reason"])
     store = db.open_store(url_all)
     runs = db.queries.runs(store, "ml")
     store.close()

@@ -317,6 +317,51 @@ def test_upgrading_from_0006_adds_sharing_and_liveness_and_downgrades(url: str) 
     engine.dispose()
 
 
+def test_upgrading_from_0007_adds_the_verdict_claims_as_null_and_downgrades(url: str) -> None:
+    """0008 (issue 36) on a store with a verdict: the old verdict reads back with NULL
+    probabilities, a new one keeps its claims; downgrade restores 0007_sharing with the data."""
+    from alembic import command
+
+    bundle = make_engine(resolve_url(url))
+    assert schema.upgrade(bundle, "0007_sharing") == (None, "0007_sharing")
+    with bundle.engine.begin() as conn:  # a store written by the 0007 code
+        conn.execute(text("INSERT INTO sweep (name, spec, created_at) VALUES ('s', '{}', CURRENT_TIMESTAMP)"))
+        conn.execute(
+            text(
+                "INSERT INTO verdict (sweep, variant, metric, axis, verdict, d_a, created_at)"
+                " VALUES ('s', 'v', 'm', 'flops', 'undecided', 0.01, CURRENT_TIMESTAMP)"
+            )
+        )
+    assert schema.upgrade(bundle, "head") == ("0007_sharing", schema.head_revision())
+    bundle.engine.dispose()
+    store = db.open_store(url)
+    old = db.verdicts(store, "s")
+    assert (
+        old["d_a"].tolist() == [0.01]
+        and old["p_ceiling"].isna().all()
+        and old["efficiency"].tolist() == [None]
+    )
+    row = {
+        "variant": "w",
+        "verdict": "asymptote-mover",
+        "d_a": 0.1,
+        "p_ceiling": 0.97,
+        "efficiency": "differs",
+    }
+    store.replace_verdicts("s", [row], metric="m", axis="step")
+    new = db.verdicts(store, "s", axis="step")
+    assert new["p_ceiling"].tolist() == [0.97] and new["efficiency"].tolist() == ["differs"]
+    store.close()
+
+    engine = make_engine(resolve_url(url)).engine
+    with engine.begin() as conn:  # and 0008 downgrades cleanly, data kept
+        command.downgrade(schema.alembic_config(conn), "0007_sharing")
+        assert schema.current_revision(conn) == "0007_sharing"
+        assert "p_ceiling" not in {c["name"] for c in inspect(conn).get_columns("verdict")}
+        assert conn.execute(text("SELECT COUNT(*) FROM verdict")).scalar_one() == 2
+    engine.dispose()
+
+
 def test_an_empty_database_is_created_and_a_foreign_one_refused(url: str) -> None:
     store = db.open_store(url)  # empty: upgraded on open
     with store.engine.connect() as conn:

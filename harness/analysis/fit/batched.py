@@ -159,8 +159,10 @@ def levenberg_marquardt(
     large that no step is being accepted.
     """
     cols = [i for i, f in enumerate(free) if f]
-    lo = np.array([-np.inf, a_bounds[0], LOG_BETA_BOUNDS[0], U_BOUNDS[0]])
-    hi = np.array([np.inf, a_bounds[1], LOG_BETA_BOUNDS[1], U_BOUNDS[1]])
+    # A fitted R0 stays in the metric's range (A's bounds); a fixed one is left as given.
+    r0_lo, r0_hi = a_bounds if free[0] else (-np.inf, np.inf)
+    lo = np.array([r0_lo, a_bounds[0], LOG_BETA_BOUNDS[0], U_BOUNDS[0]])
+    hi = np.array([r0_hi, a_bounds[1], LOG_BETA_BOUNDS[1], U_BOUNDS[1]])
     eye = np.eye(len(cols))
     theta = theta.copy()
     sse = _sse(b, theta[:, 0], theta[:, 1], np.exp(theta[:, 2]), theta[:, 3])

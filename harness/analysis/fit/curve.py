@@ -24,6 +24,14 @@ from numpy.typing import ArrayLike, NDArray
 from scalerl.harness.errors import ConfigError
 
 FitStatus = Literal["ok", "pre-inflection", "too-few-points", "flat", "decreasing", "failed"]
+# Where a curve's start R0 comes from (FitOptions.r0_rule):
+# - "auto": the mean of its points at compute <= 0 (a step-0 evaluation) when it has any, else fitted;
+# - "fit": always fitted (points at compute <= 0 only seed the fit);
+# - "first": the mean of its first ``r0_points`` values, held fixed (the paper's "initial performance"
+#   with ``r0_points=1``). On a curve logged from its first training step that value has already
+#   risen, and A comes out low by up to the margin: never the default.
+R0Rule = Literal["auto", "fit", "first"]
+R0_RULES: tuple[R0Rule, ...] = ("auto", "fit", "first")
 FloatArray = NDArray[np.float64]
 NAN = float("nan")
 # Smallest per-point standard error a weighted fit accepts: a pass rate of exactly 0 or 1 has a
@@ -47,16 +55,19 @@ class FitOptions:
 
     ``window_start`` (absolute compute) and ``window_fraction`` (share of the curve's compute
     range, dropped from its start) drop the early noisy regime; at most one may be set. R0 is
-    ``r0`` when given, else the mean of the first ``r0_points`` finite values (lowest compute,
-    window not applied, since R0 is the start of training); with ``fit_r0`` that value only
-    seeds the fit and R0 is fitted too.
+    ``r0`` when given, else it follows ``r0_rule`` (:data:`R0Rule`; window not applied, since R0
+    is the start of training): by default a step-0 evaluation where the curve has one, else
+    fitted with A, B and C_mid, so that a noiseless sigmoid gives back its own parameters
+    whatever its first logged compute. ``fit_r0`` is shorthand for ``r0_rule="fit"``;
+    ``r0_points`` is how many first values ``"first"`` averages.
     ``fixed_a`` pins the asymptote (the paper's rule when comparing efficiency at a common A).
     ``flat_tol`` is the smallest spread / gain (in metric units) that counts as movement.
     """
 
     r0: float | None = None
     fit_r0: bool = False
-    r0_points: int = 3
+    r0_rule: R0Rule = "auto"
+    r0_points: int = 1
     window_start: float | None = None
     window_fraction: float | None = None
     fixed_a: float | None = None
@@ -81,8 +92,12 @@ class FitOptions:
                 fix="use e.g. 0.1 to drop the first 10% of compute",
             )
         if self.r0_points < 1:
-            raise ConfigError("must be >= 1", field="r0_points", value=self.r0_points, fix="use 3")
-        if self.min_points < 3 + int(self.fit_r0) - int(self.fixed_a is not None):
+            raise ConfigError("must be >= 1", field="r0_points", value=self.r0_points, fix="use 1")
+        if self.r0_rule not in R0_RULES:
+            raise ConfigError(
+                "unknown R0 rule", field="r0_rule", value=self.r0_rule, fix=f"use one of {list(R0_RULES)}"
+            )
+        if self.min_points < 3 + int(self.rule != "first") - int(self.fixed_a is not None):
             raise ConfigError(
                 "fewer points than free parameters",
                 field="min_points",
@@ -94,6 +109,11 @@ class FitOptions:
             raise ConfigError(
                 "lower bound must be below upper", field="a_bounds", value=self.a_bounds, fix="use (0.0, 1.0)"
             )
+
+    @property
+    def rule(self) -> R0Rule:
+        """The R0 rule in force (``fit_r0`` is shorthand for ``"fit"``)."""
+        return "fit" if self.fit_r0 else self.r0_rule
 
 
 @dataclass(frozen=True)
@@ -162,6 +182,8 @@ class PreparedCurve:
     notes: str  # what cleaning did (dropped points), appended to the final reason
     # Per-point standard errors aligned with x (floored at SIGMA_FLOOR), or None: unweighted.
     sigma: FloatArray | None = None
+    # Whether the fitter fits R0 (``r0`` is then only its starting value).
+    r0_free: bool = False
 
     @property
     def weights(self) -> FloatArray | None:
@@ -209,6 +231,27 @@ def clean_sigma(sigma: ArrayLike | None, n_values: int) -> FloatArray | None:
     return np.asarray(np.maximum(s, SIGMA_FLOOR), dtype=np.float64)
 
 
+def start_value(
+    c: FloatArray, v: FloatArray, options: FitOptions, r0_override: float | None = None
+) -> tuple[float, bool]:
+    """(R0, whether it is fitted) for one curve's finite points sorted by compute (see
+    :data:`R0Rule`). A fitted R0's value here only seeds the fitter: the mean of the points at
+    compute <= 0 where there are any, else the first value."""
+    if r0_override is not None:
+        return float(r0_override), False
+    if options.r0 is not None:
+        return float(options.r0), False
+    if not v.size:
+        return NAN, False
+    rule = options.rule
+    if rule == "first":
+        return float(np.mean(v[: options.r0_points])), False
+    at_start = v[c <= 0]
+    if at_start.size:
+        return float(np.mean(at_start)), rule == "fit"
+    return float(v[0]), True
+
+
 def prepare(
     compute: ArrayLike,
     values: ArrayLike,
@@ -237,14 +280,7 @@ def prepare(
     c, v = c[order], v[order]
     if sd is not None:
         sd = sd[finite][order]
-    if r0_override is not None:
-        r0 = float(r0_override)
-    elif options.r0 is not None:
-        r0 = float(options.r0)
-    elif v.size:
-        r0 = float(np.mean(v[: options.r0_points]))
-    else:
-        r0 = NAN
+    r0, r0_free = start_value(c, v, options, r0_override)
     start = 0.0
     if c.size and options.window_fraction is not None:
         # The share of the curve's compute range dropped from its start (FitSpec's meaning).
@@ -259,7 +295,7 @@ def prepare(
     note = "; ".join(notes)
 
     def done(status: FitStatus | None, reason: str) -> PreparedCurve:
-        return PreparedCurve(x, y, r0, start, status, reason, note, s_kept)
+        return PreparedCurve(x, y, r0, start, status, reason, note, s_kept, r0_free)
 
     distinct = np.unique(x).size
     if distinct < options.min_points:

@@ -20,7 +20,7 @@ import math
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
 import numpy as np
@@ -51,6 +51,10 @@ class Fitter(ABC):
     ``PreparedCurve.weights``). Stateless and thread-safe."""
 
     name: ClassVar[str]
+    # Whether the fitter fits R0 itself where a curve's R0 is free (PreparedCurve.r0_free); for
+    # one that holds R0 fixed, fit_sigmoid_many fits R0 first with the fast fitter and hands it
+    # over, so that every fitter starts from an unbiased R0.
+    fits_r0: ClassVar[bool] = False
 
     @abstractmethod
     def fit_prepared(
@@ -60,23 +64,31 @@ class Fitter(ABC):
 
 class FastFitter(Fitter):
     name = "fast"
+    fits_r0 = True
 
     def fit_prepared(
         self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
     ) -> list[RawResult]:
-        if not curves:
-            return []
-        out = fit_batch(
-            [c.x for c in curves],
-            [c.y for c in curves],
-            np.array([c.r0 for c in curves]),
-            fit_r0=options.fit_r0,
-            fixed_a=None if fixed_a is None else np.asarray(fixed_a, dtype=np.float64),
-            a_bounds=options.a_bounds,
-            max_iter=options.max_iter,
-            ws=[c.weights for c in curves],
-        )
-        return [((float(r[0]), float(r[1]), float(r[2]), float(r[3])), "") for r in out]
+        results: list[RawResult] = [(None, "")] * len(curves)
+        # Curves whose R0 is fitted and curves whose R0 is held go in separate batches (the
+        # optimiser frees a column for a whole batch).
+        for free in (False, True):
+            idx = [i for i, c in enumerate(curves) if c.r0_free == free]
+            if not idx:
+                continue
+            out = fit_batch(
+                [curves[i].x for i in idx],
+                [curves[i].y for i in idx],
+                np.array([curves[i].r0 for i in idx]),
+                fit_r0=free,
+                fixed_a=None if fixed_a is None else np.asarray([fixed_a[i] for i in idx], dtype=np.float64),
+                a_bounds=options.a_bounds,
+                max_iter=options.max_iter,
+                ws=[curves[i].weights for i in idx],
+            )
+            for i, r in zip(idx, out, strict=True):
+                results[i] = ((float(r[0]), float(r[1]), float(r[2]), float(r[3])), "")
+        return results
 
 
 @dataclass(frozen=True)
@@ -235,6 +247,7 @@ class PaperFitter(Fitter):
 
 class CurveFitFitter(Fitter):
     name = "curve_fit"
+    fits_r0 = True
 
     def fit_prepared(
         self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
@@ -246,13 +259,26 @@ class CurveFitFitter(Fitter):
         for i, c in enumerate(curves):
             a_fix = None if fixed_a is None else fixed_a[i]
 
-            def f(x: FloatArray, *p: float, c: PreparedCurve = c, a_fix: float | None = a_fix) -> FloatArray:
-                a = a_fix if a_fix is not None else p[0]
-                return sigmoid_curve(x, c.r0, a, p[-2], p[-1])
+            free_r0 = c.r0_free
 
-            p0: list[float] = [] if a_fix is not None else [float(np.clip(c.y.max(), lo_a, hi_a))]
-            lo: list[float] = [] if a_fix is not None else [lo_a]
-            hi: list[float] = [] if a_fix is not None else [hi_a]
+            def f(
+                x: FloatArray,
+                *p: float,
+                c: PreparedCurve = c,
+                a_fix: float | None = a_fix,
+                free_r0: bool = free_r0,
+            ) -> FloatArray:
+                r0 = p[0] if free_r0 else c.r0
+                a = a_fix if a_fix is not None else p[int(free_r0)]
+                return sigmoid_curve(x, r0, a, p[-2], p[-1])
+
+            p0: list[float] = [float(np.clip(c.r0, lo_a, hi_a))] if free_r0 else []
+            lo: list[float] = [lo_a] if free_r0 else []
+            hi: list[float] = [hi_a] if free_r0 else []
+            if a_fix is None:
+                p0.append(float(np.clip(c.y.max(), lo_a, hi_a)))
+                lo.append(lo_a)
+                hi.append(hi_a)
             p0 += [1.0, float(np.median(c.x))]
             lo += [1e-3, float(c.x[0]) * 1e-3]
             hi += [50.0, float(c.x[-1]) * 1e3]
@@ -263,8 +289,9 @@ class CurveFitFitter(Fitter):
             except (RuntimeError, ValueError) as err:
                 results.append((None, f"curve_fit failed: {err}"))
                 continue
-            a = a_fix if a_fix is not None else float(p[0])
-            results.append(((c.r0, a, float(p[-2]), float(p[-1])), ""))
+            r0 = float(p[0]) if free_r0 else c.r0
+            a = a_fix if a_fix is not None else float(p[int(free_r0)])
+            results.append(((r0, a, float(p[-2]), float(p[-1])), ""))
         return results
 
 
@@ -345,6 +372,8 @@ def fit_sigmoid_many(
     if fixed_a is None and opts.fixed_a is not None:
         fixed_a = [opts.fixed_a] * len(curves)
     todo = [i for i, p in enumerate(prepared) if p.status is None]
+    if not fitter.fits_r0:
+        prepared = _fit_start(prepared, todo, opts, fixed_a)
     raw = fitter.fit_prepared(
         [prepared[i] for i in todo], opts, None if fixed_a is None else [fixed_a[i] for i in todo]
     )
@@ -354,6 +383,24 @@ def fit_sigmoid_many(
         params, why = by_index.get(i, (None, ""))
         fits.append(finalize(prep, params, fitter.name, opts, why))
     return fits
+
+
+def _fit_start(
+    prepared: list[PreparedCurve], todo: Sequence[int], opts: FitOptions, fixed_a: Sequence[float] | None
+) -> list[PreparedCurve]:
+    """For a fitter that holds R0 fixed: each curve whose R0 is free gets the fast fitter's R0
+    (fitted with A, B and C_mid, or with the curve's fixed A), then holds it."""
+    free = [i for i in todo if prepared[i].r0_free]
+    if not free:
+        return prepared
+    raw = FastFitter().fit_prepared(
+        [prepared[i] for i in free], opts, None if fixed_a is None else [fixed_a[i] for i in free]
+    )
+    out = list(prepared)
+    for i, (params, _) in zip(free, raw, strict=True):
+        r0 = params[0] if params is not None and math.isfinite(params[0]) else prepared[i].r0
+        out[i] = replace(prepared[i], r0=float(r0), r0_free=False)
+    return out
 
 
 def fit_sigmoid(
@@ -378,6 +425,7 @@ def fit_sigmoid(
     opts = FitOptions(
         r0=r0 if r0 is not None else base.r0,
         fit_r0=fit_r0 or base.fit_r0,
+        r0_rule=base.r0_rule,
         r0_points=base.r0_points,
         window_start=window if window is not None else base.window_start,
         window_fraction=window_fraction if window_fraction is not None else base.window_fraction,

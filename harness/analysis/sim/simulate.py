@@ -121,8 +121,8 @@ class SweepDesign:
     """A LOO sweep to simulate: the baseline, the knobs' variants, seeds per variant, and the
     evaluation schedule (compute 0, then ``points`` evenly spaced computes up to ``budget``;
     the store's step of evaluation k is ``k * steps_per_point``). ``window_fraction`` and
-    ``margin`` go into the sweep's ``fit`` section, as a sweep file's would (the demo's 0.1 and
-    0.02)."""
+    ``margin`` go into the sweep's ``fit`` section, as a sweep file's would (the demo's: no window,
+    the whole curve fitted, and 0.02)."""
 
     baseline: CurveTruth
     variants: tuple[VariantTruth, ...]
@@ -133,7 +133,7 @@ class SweepDesign:
     name: str = "sim"
     metric: str = "val/pass_rate"
     axis: str = "gpu_hours"
-    window_fraction: float | None = 0.1
+    window_fraction: float | None = None
     margin: float = MARGIN
 
     def __post_init__(self) -> None:

@@ -1,14 +1,16 @@
-"""Knob verdicts: does a LOO variant move the ceiling, shape the efficiency, or do nothing?
+"""Knob verdicts: does a LOO variant move the ceiling, change the efficiency, both, or nothing?
 
 How one knob is decided: :mod:`.rule` (:func:`decide`, the one rule, and its contract), given the
 evidence :mod:`.pipeline` prepares. The modules:
 
-- :mod:`.rule`: the claims and their p-values from one knob's :class:`Evidence`; :func:`decided`
-  for stop-when-decided;
+- :mod:`.rule`: the claims and their p-values from one knob's :class:`Evidence`
+  (:func:`decide`), the sweep's false-discovery step and each claim's probability
+  (:func:`claims`); :func:`decided` for stop-when-decided;
 - :mod:`.pipeline`: :func:`classify`, the stages that fit a sweep's runs, pool its seeds and
-  build each knob's evidence, then the sweep's false-discovery step;
+  build each knob's evidence;
 - :mod:`.inference`: seed-level pooling over the sweep, contrasts with t intervals, BH;
-- :mod:`.ceiling`, :mod:`.seeds`, :mod:`.collapse`: is a ceiling measured, which seeds are judged;
+- :mod:`.ceiling`, :mod:`.seeds`, :mod:`.collapse`: the shared R0, each seed's parameters, is a
+  ceiling pinned, which seeds are judged;
 - :mod:`.power`: the smallest detectable effect and the seeds that would decide a knob
   (:func:`seeds_to_decide`, the one number every message prints);
 - :mod:`.explain`: every sentence a verdict carries, rendered from those values;
@@ -28,7 +30,15 @@ if TYPE_CHECKING:
     from scalerl.harness.analysis.verdicts.next_steps import NextStep, what_decides
     from scalerl.harness.analysis.verdicts.pipeline import classify
     from scalerl.harness.analysis.verdicts.power import mde, seeds_needed, seeds_to_decide
-    from scalerl.harness.analysis.verdicts.rule import Claim, Evidence, Ruling, decide, decided
+    from scalerl.harness.analysis.verdicts.rule import (
+        Claim,
+        Evidence,
+        Findings,
+        Ruling,
+        claims,
+        decide,
+        decided,
+    )
     from scalerl.harness.analysis.verdicts.service import FitRequest, SweepFitResult, fit_sweep, save_fits
     from scalerl.harness.analysis.verdicts.spending import LookPlan
     from scalerl.harness.analysis.verdicts.types import SweepAnalysis, Verdict, VerdictOptions
@@ -36,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Claim",
     "Evidence",
+    "Findings",
     "FitRequest",
     "LookPlan",
     "NextStep",
@@ -44,6 +55,7 @@ __all__ = [
     "SweepFitResult",
     "Verdict",
     "VerdictOptions",
+    "claims",
     "classify",
     "decide",
     "decided",
@@ -60,6 +72,7 @@ __getattr__ = lazy_getattr(
     {
         "Claim": "scalerl.harness.analysis.verdicts.rule",
         "Evidence": "scalerl.harness.analysis.verdicts.rule",
+        "Findings": "scalerl.harness.analysis.verdicts.rule",
         "FitRequest": "scalerl.harness.analysis.verdicts.service",
         "LookPlan": "scalerl.harness.analysis.verdicts.spending",
         "NextStep": "scalerl.harness.analysis.verdicts.next_steps",
@@ -69,6 +82,7 @@ __getattr__ = lazy_getattr(
         "Verdict": "scalerl.harness.analysis.verdicts.types",
         "VerdictOptions": "scalerl.harness.analysis.verdicts.types",
         "classify": "scalerl.harness.analysis.verdicts.pipeline",
+        "claims": "scalerl.harness.analysis.verdicts.rule",
         "decide": "scalerl.harness.analysis.verdicts.rule",
         "decided": "scalerl.harness.analysis.verdicts.rule",
         "fit_sweep": "scalerl.harness.analysis.verdicts.service",

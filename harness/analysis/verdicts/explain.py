@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from scalerl.harness.analysis.groups import VariantCurves
-from scalerl.harness.analysis.verdicts.rule import Claim, Evidence
+from scalerl.harness.analysis.verdicts.rule import Claim, Evidence, Findings
 from scalerl.harness.analysis.verdicts.types import Verdict
 
 # Past this many times the seeds a sweep has now, "seeds will not decide it".
@@ -41,13 +41,16 @@ def seeds_phrase(needed: int | None, seeds_now: int, power: float) -> str:
 
 def rule_text(verdict: Verdict) -> str:
     """The intervals a verdict rests on against their thresholds, e.g. ``dA [+0.038, +0.059] vs
-    margin 0.020``: dA alone for a mover, all three for the other claims and for an undecided
-    verdict pending seeds; ``verdict KIND`` for the rest (stop-when-decided's event text)."""
+    margin 0.020``: dA alone for a mover, d log B and d log C_mid for a shaper, all three for no
+    effect and for an undecided verdict pending seeds; ``verdict KIND`` for the rest
+    (stop-when-decided's event text)."""
     evidence, kind = verdict.evidence, verdict.verdict
     if evidence is None or not (kind in set(Claim) or verdict.pending == "seeds"):
         return f"verdict {kind}"
     parts = []
     for name, c, threshold, level in evidence.parts():
+        if kind == "efficiency-shaper" and name == "dA":
+            continue  # a shaper rests on its efficiency intervals alone
         lo, hi = c.ci(level)
         if name == "dA":
             if evidence.lower_bound:
@@ -79,91 +82,80 @@ def extrapolation_note(fits: Sequence[tuple[VariantCurves, float]], margin: floa
     return f"; note: extrapolated ceiling ({', '.join(parts)})" if parts else ""
 
 
-def unmeasured(why: str, level: float, level_se: float, base_a: float) -> str:
-    """A ceiling not measured and no lower-bound claim to test (the baseline's not measured)."""
+def unmeasured(why: str) -> str:
+    """No contrast at all: neither the ceiling nor the efficiency could be compared."""
     return (
-        f"{why}: its ceiling is not measured at the compute reached; the variant's late level is "
-        f"{level:.3f} +/- {level_se:.3f} against the baseline's A {base_a:.3f}; train further before "
-        "judging this knob"
+        f"{why}: its ceiling is not measured at the compute reached; train further before judging this knob"
     )
 
 
-def late(why: str, evidence: Evidence, decided: bool, p: float, knobs: int) -> str:
-    """The lower-bound claim (the variant's ceiling not measured): shown, or not."""
-    d, lo = evidence.a.d, evidence.a.ci(evidence.level)[0]
-    head = f"{why}: its ceiling is not measured; "
-    if decided:
+def a_text(evidence: Evidence, seed_sd: float, known_sd: float | None, why: str) -> str:
+    """dA with its interval and the reference it is read on; a lower bound, or why there is none."""
+    a = evidence.a
+    if a is None or not a.ok:
+        return f"{why}: no dA"
+    lo, hi = a.ci(evidence.level)
+    if evidence.lower_bound:
         return (
-            f"the ceiling rises: {head}the late level (a lower bound on A) less the baseline's A is "
-            f"{d:+.3f}, at least {lo:+.3f} at {evidence.level:.0%}, beyond the margin "
-            f"{evidence.margin:.3f} (p {p:.2g}, false-discovery control over {knobs} knobs); how far is "
-            "unknown"
+            f"{why}, so its ceiling is only bounded: its late level (a lower bound on A) less the "
+            f"baseline's A is {a.d:+.3f}, at least {lo:+.3f} at {evidence.level:.0%}"
         )
-    return (
-        f"{head}its late level exceeds the baseline's A by {d:+.3f} (lower end {lo:+.3f} at "
-        f"{evidence.level:.0%}), not shown beyond the margin {evidence.margin:.3f}; train further "
-        "before judging this knob"
-    )
-
-
-def a_text(evidence: Evidence, seed_sd: float, known_sd: float | None) -> str:
-    """dA with its interval and the reference it is read on."""
-    lo, hi = evidence.a.ci(evidence.level)
     ref = (
         f"normal, seed sd of A {known_sd:.3f} given"
         if known_sd is not None
-        else f"t({evidence.a.df:.0f}) over seeds, seed sd of A {seed_sd:.3f}"
+        else f"t({a.df:.0f}) over seeds, seed sd of A {seed_sd:.3f}"
     )
-    return f"dA {interval(evidence.a.d, lo, hi)} ({ref})"
+    return f"dA {interval(a.d, lo, hi)} ({ref})"
 
 
-def efficiency_text(evidence: Evidence, a_common: float) -> str:
-    """d log B and d log C_mid at the common A, or why they were not compared."""
+def efficiency_text(evidence: Evidence) -> str:
+    """d log B and d log C_mid from the seeds' own fits, or why they were not compared."""
     b, c = evidence.log_b, evidence.log_c
-    if b is None or c is None:
-        return "efficiency not compared (the refits at a common A failed)"
+    if b is None or c is None or not (b.ok and c.ok):
+        return "efficiency not compared (a fit with no bend, or no seed's fit gave B and C_mid)"
     level2 = evidence.level2
     return (
-        f"at common A={a_common:.3f}: dlogB {interval(b.d, *b.ci(level2))}, "
-        f"dlogC_mid {interval(c.d, *c.ci(level2))} ({level2:.1%} each) vs +/-{evidence.efficiency:.3f}"
+        f"dlogB {interval(b.d, *b.ci(level2))}, dlogC_mid {interval(c.d, *c.ci(level2))} "
+        f"({level2:.1%} each) vs +/-{evidence.efficiency:.3f}"
     )
 
 
-def claimed(kind: str, a_txt: str, eff_txt: str, evidence: Evidence, p: float, knobs: int) -> str:
-    """The reason of a decided claim (mover, shaper, no effect)."""
-    m = evidence.margin
-    fdr = f"p {p:.2g}; false-discovery control over {knobs} knobs"
-    if kind == "asymptote-mover":
-        way = "rises" if evidence.a.d > 0 else "drops"
-        return f"the ceiling {way}: {a_txt} lies beyond the margin {m:.3f} ({fdr}); B from the free fits"
-    if kind == "efficiency-shaper":
-        return f"ceilings equal: {a_txt} lies inside +/-{m:.3f}; efficiency differs: {eff_txt} ({fdr})"
-    return f"equivalent: {a_txt} lies inside +/-{m:.3f} and {eff_txt}, both inside ({fdr})"
-
-
-def not_decided(
-    a_txt: str,
-    eff_txt: str,
-    evidence: Evidence,
-    best: tuple[str, float],
-    fdr_threshold: float,
-    knobs: int,
-    mde_a: float,
-    power: float,
-    seeds: str,
+def reason(
+    findings: Findings, a_txt: str, eff_txt: str, knobs: int, mde_a: float, power: float, seeds: str
 ) -> str:
-    """The reason of an undecided verdict pending seeds: its intervals, why the best claim did not
-    pass, the smallest |dA| the sweep detects and what seeds would do (:func:`seeds_phrase`)."""
-    kind, p = best
-    fdr = ""
-    if p < evidence.alpha:
-        fdr = (
-            f"; its best claim ({kind}, p {p:.2g}) is in its region but above the false-discovery "
-            f"threshold {fdr_threshold:.2g} for {knobs} knobs"
+    """A judged knob's reason: the claims made (with how sure the rule is of each), or why none
+    was, with the smallest |dA| the sweep detects and what seeds would do."""
+    assert findings.ruling is not None
+    ev = findings.ruling.evidence
+    m = ev.margin
+    p_c, p_e = findings.probability(Claim.MOVER), findings.probability(Claim.SHAPER)
+    fdr = f"false-discovery control over {knobs} knobs"
+    kind = findings.verdict
+    if kind == "asymptote-mover":
+        assert ev.a is not None
+        way = "rises" if ev.a.d > 0 else "drops"
+        head = f"the ceiling {way}: {a_txt}, {'already ' if ev.lower_bound else ''}beyond the margin {m:.3f}"
+        out = f"{head} (P {p_c:.2f}; {fdr})" + ("; how far is unknown" if ev.lower_bound else "")
+        if findings.both:
+            return out + f"; efficiency differs too (both): {eff_txt} (P {p_e:.2f})"
+        return out + f"; efficiency: {eff_txt} (P it differs {p_e:.2f})"
+    if kind == "efficiency-shaper":
+        ceiling = f"{a_txt} vs margin {m:.3f} (P it moves {p_c:.2f})" if ev.ceiling_measured else a_txt
+        return (
+            f"efficiency differs: {eff_txt} (P {p_e:.2f}; {fdr}); the ceiling is not shown to move: {ceiling}"
+        )
+    if kind == "no-effect":
+        p_n = findings.probability(Claim.NO_EFFECT)
+        return f"equivalent: {a_txt} lies inside +/-{m:.3f} and {eff_txt}, both inside (P {p_n:.2f}; {fdr})"
+    if not ev.ceiling_measured:
+        return (
+            f"{a_txt}, not shown beyond the margin {m:.3f}; {eff_txt} (P efficiency differs {p_e:.2f}); "
+            "train further before judging this knob's ceiling"
         )
     return (
-        f"not decided: {a_txt} vs margin {evidence.margin:.3f}; {eff_txt}{fdr}; the smallest |dA| this "
-        f"sweep detects with {power:.0%} power is {mde_a:.3f}; {seeds}"
+        f"not decided: {a_txt} vs margin {m:.3f} (P the ceiling moves {p_c:.2f}); {eff_txt} (P efficiency "
+        f"differs {p_e:.2f}); nothing shown at false-discovery rate {ev.alpha:.0%} over {knobs} knobs; the "
+        f"smallest |dA| this sweep detects with {power:.0%} power is {mde_a:.3f}; {seeds}"
     )
 
 

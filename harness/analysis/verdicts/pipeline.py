@@ -1,52 +1,51 @@
 """Knob verdicts: :func:`classify`, the steps that turn a sweep's curves into each knob's evidence.
 
-The decision itself is one function, :func:`.rule.decide` (its docstring is the rule's contract);
-this module prepares what it judges and renders what it found. Each variant is compared with the
-baseline (same metric, same compute axis) by intervals at the sweep's level
-(``VerdictOptions.level``, 95%), in the stages :func:`classify` runs in order:
+The decision itself is :mod:`.rule` (:func:`.rule.decide` per knob, :func:`.rule.claims` over the
+sweep; its docstring is the rule's contract); this module prepares what it judges and renders
+what it found. Each variant is compared with the baseline (same metric, same compute axis) by
+intervals at the sweep's level (``VerdictOptions.level``, 95%), in the stages :func:`classify`
+runs in order:
 
 1. **Noise and seeds.** Every point has its standard error (binomial where its sample count is
-   known, else the curve's residual scatter). Every run is fitted on its own, with one R0 for the
-   whole sweep (:func:`.ceiling.shared_r0`: the runs' first evaluations, when they share a start).
-   Each seed is judged (:mod:`scalerl.harness.analysis.verdicts.collapse`): a diverged or collapsed seed is
-   set aside and *named in the verdict*, which is judged on the remaining seeds; only when more
-   than half of a variant's seeds fail is it ``unstable`` (a baseline that fails makes every
-   verdict ``unfit``). A seed that overshot and settled is kept and noted.
-2. **Is the ceiling measured?** Not when a pooled fit has not passed its inflection, when its A
-   lies more than max(0.05, 2 x margin) above anything its curves reached, or when its curves are
-   still rising at the end (:func:`.ceiling.still_rising`, a fit-free check on the last 40% of compute).
-   Then comparing A would turn a guess about unspent compute into a verdict; the variant is
-   ``undecided`` (what would decide it: compute), except that a rising variant's late level is a
-   lower bound on its A: "the ceiling rises" can still be shown against a measured baseline.
-3. **dA with a t interval.** Each seed's ceiling is one observation: its plateau level (the mean
-   of its points over the last 20% of compute; its own fit's A where evaluations are log-spaced
-   and too few points lie there). The seeds of every measured group are pooled over the sweep
-   (:mod:`scalerl.harness.analysis.verdicts.inference`: random effects, Hartung-Knapp scale, seeds -
-   groups degrees of freedom, a group's own scatter where it is significantly larger); dA = the
-   variant's weighted seed mean less the baseline's. A plateau level sits below A by what the
-   curve still has to climb, shared by the variant's seeds: its late creep (less what the
-   seeds' noise alone would show) joins the group's variance, and half of what its pooled fit
-   still climbs past the window (:func:`.ceiling.remaining_climb`) moves the estimate up, with the
-   variance of a shortfall anywhere between none and all of that climb.
-4. **Efficiency at a common A** (the paper's rule): every seed of the baseline and the variant is
-   refitted with A fixed at the two groups' mean; d log B and d log C_mid get t intervals the same
-   way, at 1 - alpha/2 each (Bonferroni over the two).
-5. **The rule** (:func:`.rule.decide`): each claim (``asymptote-mover``, ``efficiency-shaper``,
-   ``no-effect``) with a p-value that is below alpha exactly when its printed interval(s) lie in
-   its region (``m`` = the margin, 0.02 by default, the paper's practical threshold; noise enters
-   through the intervals, never the margin; ``t`` = log(1 + ``min_rel_effect``)).
-6. **Many knobs at once.** Each variant's best claim enters Benjamini-Hochberg at false-discovery
-   rate 1 - level over the sweep's variants (every variant counts). Decided claims become the
-   verdict; everything else is ``undecided``, and its reason (:mod:`.explain`) gives the
-   intervals, the smallest |dA| the sweep detects with 80% power and the seeds per variant that
-   would decide it (:func:`.power.seeds_to_decide`, the number every message prints).
+   known, else the curve's residual scatter). Every run is fitted on its own (weighted least
+   squares), with one R0 for the whole sweep (:func:`.ceiling.shared_r0`: the runs' step-0
+   evaluations, else the median of the runs' fitted starts). Each seed is judged
+   (:mod:`.collapse`): a diverged or collapsed seed is set aside and *named in the verdict*, which
+   is judged on the remaining seeds; only when more than half of a variant's seeds fail is it
+   ``unstable`` (a baseline that fails makes every verdict ``unfit``). A seed that overshot and
+   settled is kept and noted.
+2. **What each variant's pooled fit measures** (all its healthy seeds' points; the report draws it
+   with bootstrap bands). Its efficiency, when the fit has passed its inflection with a bend
+   (:func:`.ceiling.why_unshaped`: C_mid inside the data, B of at least 0.3). Its ceiling, when it
+   has also made at least 60% of its gain by its fit, below A's bound
+   (:func:`.ceiling.why_unpinned`): a curve still rising at the end is extrapolated by its fit, as
+   the paper uses its fits, and what the extrapolation leaves open shows in the seeds' scatter and
+   their profile likelihoods, never in a veto. A variant whose ceiling is not pinned is compared by
+   its late level, a lower bound on its A ("the ceiling rises" can still be shown); its efficiency
+   is still compared once it has passed its inflection. Only the
+   baseline's own ceiling, when it is not pinned, leaves its knobs without dA.
+3. **Per-seed parameters, pooled over the sweep.** Each seed's own fit gives A, log B and log
+   C_mid (:func:`.ceiling.seed_estimates`) with their sampling variances: A's from the seed's
+   profile likelihood (:func:`.ceiling.profile_a_var`, which sees a ceiling left open upward),
+   log B's and log C_mid's linearised. Variants run at the same seed numbers share each seed's
+   effect (the data order, the sampling streams): it is taken out
+   (:func:`.inference.remove_seed_effects`, a randomized block design; it costs its degrees of
+   freedom). Each parameter is then pooled over the sweep's groups by
+   :func:`.inference.pool_groups` (random effects, Hartung-Knapp scale, seeds - groups - seed
+   effects degrees of freedom, a group's own scatter where it is significantly larger, the
+   baseline never below its own seeds' scatter); a contrast is a variant's weighted seed mean
+   less the baseline's with a t interval.
+4. **The rule**: :func:`.rule.decide` on each knob's :class:`.rule.Evidence`, then
+   :func:`.rule.claims` over the sweep (Benjamini-Hochberg per claim at false-discovery rate
+   1 - level; the probability of each claim).
+5. **The verdict** (:mod:`.explain` words it): dA with its interval (or its lower bound), dB in
+   B's units (the log-scale interval times the baseline's B), d log C_mid with its interval, the
+   probability of each claim, the smallest |dA| the sweep detects with 80% power and the seeds
+   per variant that would decide an undecided knob (:func:`.power.seeds_to_decide`, the number
+   every message prints), and the evidence itself, so a reader can disagree.
 
-Every verdict carries dA with its interval, dB (in B's units: the log-scale interval times the
-baseline's B, the B of its pooled fit, the same number the report's panels show) and d log C_mid
-with theirs, the margin, the p-value of its best claim and the evidence itself, so a reader can
-disagree.
-Error rates of this rule against known truth (simulated sweeps with the real curves' noise):
-bench/README.md, "Verdicts against known truth (simulator)".
+Error rates, power beside a pooled-seed t reference, and the probabilities' calibration against
+known truth: bench/README.md, "Verdicts against known truth".
 """
 
 from __future__ import annotations
@@ -60,27 +59,24 @@ from numpy.typing import ArrayLike
 
 from scalerl.harness.analysis.fit.bootstrap import BootstrapResult, bootstrap_fits
 from scalerl.harness.analysis.fit.curve import FitOptions, FloatArray, SigmoidFit
-from scalerl.harness.analysis.fit.fitters import Curve, Fitter, fit_sigmoid_many
+from scalerl.harness.analysis.fit.fitters import Fitter, fit_sigmoid_many
 from scalerl.harness.analysis.groups import VariantCurves
 from scalerl.harness.analysis.noise.point import NoiseSource, point_se
 from scalerl.harness.analysis.verdicts import explain
 from scalerl.harness.analysis.verdicts.ceiling import (
-    a_se_from_noise,
-    group_top,
+    SeedEstimates,
+    a_items,
     late_level,
-    late_rises,
-    pins_ceiling,
-    plateau_level,
-    remaining_climb,
-    seed_a_var,
+    profile_a_var,
+    seed_estimates,
     shared_r0,
-    still_rising,
     typical_a_se,
-    unpinned_reason,
+    why_unpinned,
+    why_unshaped,
 )
-from scalerl.harness.analysis.verdicts.inference import Contrast, Pooled, bh, pool_groups, pool_pairs
+from scalerl.harness.analysis.verdicts.inference import Contrast, Pooled, pool_groups, remove_seed_effects
 from scalerl.harness.analysis.verdicts.power import mde, seeds_needed, seeds_to_decide
-from scalerl.harness.analysis.verdicts.rule import Claim, Evidence, Ruling, decide
+from scalerl.harness.analysis.verdicts.rule import Claim, Evidence, Findings, claims, decide
 from scalerl.harness.analysis.verdicts.seeds import SeedGroup, judge_seeds
 from scalerl.harness.analysis.verdicts.types import SweepAnalysis, Verdict, VerdictKind, VerdictOptions
 
@@ -98,16 +94,13 @@ def classify(
     """Fit every run, pool the seeds, and judge each variant (the module docstring's stages)."""
     s = _fit_seeds(baseline, variants, options or FitOptions(), verdict_options or VerdictOptions(), method)
     _pool_fits(s)
-    _measure_ceilings(s)
-    _pool_ceilings(s)
-    judged, blanks = _contrast_ceilings(s)
-    _compare_efficiency(s, judged)
-    rulings = {n: decide(j.evidence(s)) for n, j in judged.items()}
+    _measure(s)
+    _pool_seeds(s)
+    evidence, blanks = _contrast(s)
     names = [vc.variant for vc in variants]
-    accepted, threshold = _false_discovery(names, rulings, 1.0 - s.vopts.level)
-    verdicts = blanks | {
-        n: _verdict(s, j, rulings[n], accepted[n], threshold, len(names)) for n, j in judged.items()
-    }
+    rulings = {n: decide(evidence[n]) if n in evidence else None for n in names}
+    found = claims(rulings, s.vopts.level)
+    verdicts = blanks | {n: _verdict(s, n, found[n], len(names)) for n in evidence}
     return SweepAnalysis(
         s.run_fits,
         s.pooled,
@@ -120,6 +113,8 @@ def classify(
         seeds=min(len(vc.curves) for vc in s.everyone),
         df=s.pooled_a.df,
         r0=s.r0 if s.r0 is not None else _NAN,
+        r0_source=s.r0_source,
+        pooled={"a": s.pooled_a, "log_b": s.pooled_b, "log_c_mid": s.pooled_c},
     )
 
 
@@ -133,24 +128,24 @@ class _Sweep:
     fopts: FitOptions  # the caller's options with the sweep's shared R0
     method: str | Fitter
     r0: float | None
+    r0_source: str
     sources: dict[str, NoiseSource]
     run_fits: dict[str, SigmoidFit]
     seeds: dict[str, SeedGroup]
-    # Stage 2: pooled fits over each variant's healthy seeds.
+    # Stage 2: pooled fits over each variant's healthy seeds, what each measures.
     pooled: dict[str, BootstrapResult] = field(default_factory=dict)
     healthy_sigma: dict[str, list[FloatArray]] = field(default_factory=dict)
     healthy_vc: dict[str, VariantCurves] = field(default_factory=dict)
-    # Stage 2b: the late rises, why each ceiling is not measured ('' when it is) and which are.
-    rises: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)
-    rise_pool: Pooled | None = None
-    ceiling: str = "plateau"
-    unpinned: dict[str, str] = field(default_factory=dict)
-    rising: dict[str, bool] = field(default_factory=dict)
-    measured: dict[str, bool] = field(default_factory=dict)
-    # Stage 3: per-seed ceilings pooled over the sweep; free fits' log B.
+    unshaped: dict[str, str] = field(default_factory=dict)  # why no efficiency ('' when measured)
+    unpinned: dict[str, str] = field(default_factory=dict)  # why no ceiling ('' when pinned)
+    # Stage 3: per-seed estimates and their pooling over the sweep.
+    est: dict[str, SeedEstimates] = field(default_factory=dict)  # every group with a bend
+    pinned: dict[str, SeedEstimates] = field(default_factory=dict)  # ... whose ceiling is pinned
     pooled_a: Pooled = field(default_factory=lambda: Pooled({}, _NAN, _NAN, 0))
-    log_b: Pooled = field(default_factory=lambda: Pooled({}, _NAN, _NAN, 0))
+    pooled_b: Pooled = field(default_factory=lambda: Pooled({}, _NAN, _NAN, 0))
+    pooled_c: Pooled = field(default_factory=lambda: Pooled({}, _NAN, _NAN, 0))
     a_ses: list[float] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)  # stage 4: why a knob's dA is a bound / missing
 
     @property
     def everyone(self) -> list[VariantCurves]:
@@ -165,23 +160,6 @@ class _Sweep:
         return self.seeds[self.baseline.variant]
 
 
-@dataclass
-class _Judged:
-    """A variant with a dA contrast, before the rule and the sweep-wide false-discovery step."""
-
-    seeds: SeedGroup
-    a: Contrast
-    b: Contrast | None = None  # log B at the common A
-    c: Contrast | None = None  # log C_mid at the common A
-    a_common: float = _NAN
-    late: bool = False  # the late-level lower-bound claim (a ceiling not measured)
-    why_late: str = ""  # why the ceiling is not measured
-
-    def evidence(self, s: _Sweep) -> Evidence:
-        v = s.vopts
-        return Evidence(self.a, self.b, self.c, v.margin, math.log1p(v.min_rel_effect), v.level, self.late)
-
-
 def _fit_seeds(
     baseline: VariantCurves,
     variants: Sequence[VariantCurves],
@@ -189,7 +167,7 @@ def _fit_seeds(
     vopts: VerdictOptions,
     method: str | Fitter,
 ) -> _Sweep:
-    """Stages 0-1: every point's standard error (binomial where n is known, else the curve's
+    """Stage 1: every point's standard error (binomial where n is known, else the curve's
     scatter), one R0 for the sweep, every seed's own fit (one batch, weighted by 1/SE^2) and each
     seed's health."""
     everyone = [baseline, *variants]
@@ -201,9 +179,9 @@ def _fit_seeds(
         kinds = {src for _, src in per_curve}
         sources[vc.variant] = kinds.pop() if len(kinds) == 1 else "mixed"
     flat_curves = [c for vc in everyone for c in vc.curves]
-    r0 = shared_r0(flat_curves, opts)
-    fopts = opts if r0 is None else replace(opts, r0=r0)
     flat_sigma: list[ArrayLike | None] = [se for vc in everyone for se in sigma[vc.variant]]
+    r0, r0_source = shared_r0(flat_curves, opts, flat_sigma)
+    fopts = opts if r0 is None else replace(opts, r0=r0)
     flat_fits = fit_sigmoid_many(flat_curves, options=fopts, method=method, sigma=flat_sigma)
     run_fits: dict[str, SigmoidFit] = {}
     seeds: dict[str, SeedGroup] = {}
@@ -214,12 +192,12 @@ def _fit_seeds(
         for i, f in enumerate(fits):
             run_fits[vc.run_ids[i] if i < len(vc.run_ids) else f"{vc.variant}#{i}"] = f
         seeds[vc.variant] = judge_seeds(vc, sigma[vc.variant], fits, vopts)
-    return _Sweep(baseline, variants, vopts, fopts, method, r0, sources, run_fits, seeds)
+    return _Sweep(baseline, variants, vopts, fopts, method, r0, r0_source, sources, run_fits, seeds)
 
 
 def _pool_fits(s: _Sweep) -> None:
-    """Stage 2: pooled fits (all healthy seeds' points together) with bootstrap bands: the curves
-    the report draws, and the test of whether a variant's ceiling is measured at all."""
+    """Stage 2a: pooled fits (all healthy seeds' points together) with bootstrap bands: the curves
+    the report draws, and the test of what a variant's curves measure."""
     healthy_curves = {n: [g.vc.curves[i] for i in g.healthy] or list(g.vc.curves) for n, g in s.seeds.items()}
     s.healthy_sigma = {n: [g.sigma[i] for i in g.healthy] or list(g.sigma) for n, g in s.seeds.items()}
     boots = bootstrap_fits(
@@ -235,132 +213,67 @@ def _pool_fits(s: _Sweep) -> None:
     s.healthy_vc = {vc.variant: replace(vc, curves=tuple(healthy_curves[vc.variant])) for vc in s.everyone}
 
 
-def _measure_ceilings(s: _Sweep) -> None:
-    """Stage 2b: why each variant's ceiling is not measured ('' when it is): a pooled fit that has
-    not passed its inflection or extrapolates its A, or curves still rising at the end."""
-    s.rises = {
-        vc.variant: late_rises(s.healthy_vc[vc.variant], s.healthy_sigma[vc.variant])
-        for vc in s.everyone
-        if not s.seeds[vc.variant].unstable
-    }
-    s.rise_pool = rise_pool = pool_groups({n: r[0] for n, r in s.rises.items()})
-    # Plateau levels need points near the end: evaluations spaced evenly in compute (a trainer's
-    # "every N steps") have them; log-spaced ones (a few points per decade) do not, and there the
-    # plateau cannot be checked, so every ceiling is the fits' A (as before issue 23's rule).
-    s.ceiling = s.vopts.ceiling
-    if s.ceiling == "plateau" and any(len(r[0]) < len(s.healthy_vc[n].curves) for n, r in s.rises.items()):
-        s.ceiling = "fit"
-    margin = s.vopts.margin
-    for n in s.healthy_vc:
-        fitted = unpinned_reason(s.healthy_vc[n], s.pooled[n].fit, margin)
-        rising = (
-            ""
-            if fitted
-            else still_rising(n, *s.rises.get(n, ([], [])), rise_pool.seed_sd, rise_pool.df, margin)
-        )
-        s.unpinned[n] = fitted or rising
-        s.rising[n] = bool(rising)
-    s.measured = {
-        vc.variant: not s.seeds[vc.variant].unstable
-        and s.pooled[vc.variant].fit.ok
-        and not s.unpinned[vc.variant]
-        for vc in s.everyone
-    }
-
-
-def _pool_ceilings(s: _Sweep) -> None:
-    """Stage 3: per-seed ceilings (plateau levels, or the fits' A), pooled over every variant whose
-    ceiling is measured: one seed variance for the sweep (:mod:`.inference`)."""
-    a_vals: dict[str, list[float]] = {}
-    a_vars: dict[str, list[float]] = {}
-    climb: dict[str, float] = {}  # what each variant's pooled fit still climbs past its plateau window
+def _measure(s: _Sweep) -> None:
+    """Stage 2b: which variants' efficiency and ceiling are measured, and each such variant's
+    per-seed estimates (A's variance from each seed's profile likelihood, one batch of refits)."""
+    for n, vc in s.healthy_vc.items():
+        fit = s.pooled[n].fit
+        s.unshaped[n] = why_unshaped(vc, fit)
+        s.unpinned[n] = s.unshaped[n] or why_unpinned(vc, fit, s.fopts)
     for vc in s.everyone:
-        if not s.measured[vc.variant]:
+        n = vc.variant
+        if s.seeds[n].unstable or s.unshaped[n]:
             continue
-        g = s.seeds[vc.variant]
-        fitted = [i for i in g.healthy if g.fits[i].ok]
-        se_of = {i: a_se_from_noise(g.fits[i], g.vc.curves[i], g.sigma[i], s.fopts) for i in fitted}
-        if s.ceiling == "plateau":
-            top = group_top(s.healthy_vc[vc.variant])
-            levels = [plateau_level(g.vc.curves[i], g.sigma[i], top) for i in g.healthy]
-            rest = [remaining_climb(s.pooled[vc.variant].fit, g.vc.curves[i], top) for i in g.healthy]
-            climb[vc.variant] = float(np.mean(rest)) if rest else 0.0
-            a_vals[vc.variant] = [m for m, _ in levels]
-            a_vars[vc.variant] = [v for _, v in levels]
+        e = seed_estimates(s.seeds[n], s.fopts)
+        if e.a:
+            s.est[n] = e
         else:
-            a_vals[vc.variant] = [g.fits[i].a for i in fitted]
-            a_vars[vc.variant] = [seed_a_var(g.fits[i], g.vc.curves[i], se_of[i]) for i in fitted]
-        s.a_ses += [se_of[i] for i in fitted if pins_ceiling(g.fits[i], g.vc.curves[i], s.fopts)]
-    # The baseline's variance is never below its own seeds' scatter: it is in every contrast
-    # (inference._floor_own).
-    s.pooled_a = pool_groups(a_vals, a_vars, known_sd=s.vopts.seed_sd, own_floor=(s.baseline.variant,))
-    if s.ceiling == "plateau":
-        s.pooled_a = _plateau_allowances(s, climb)
-    # Free fits' log B, for movers (their efficiency at different ceilings is only descriptive).
-    s.log_b = pool_groups(
-        {
-            n: [math.log(s.seeds[n].fits[i].b) for i in s.seeds[n].healthy if s.seeds[n].fits[i].ok]
-            for n in a_vals
-        }
-    )
+            s.unshaped[n] = s.unpinned[n] = f"{n}: no seed's own fit gives parameters"
+    s.pinned = {n: e for n, e in s.est.items() if not s.unpinned[n]}
+    items = [item for n, e in s.pinned.items() for item in a_items(s.seeds[n], e)]
+    owners = [(n, j) for n, e in s.pinned.items() for j in range(len(e.a))]
+    for (n, j), v in zip(owners, profile_a_var(items, s.fopts, s.method), strict=True):
+        s.pinned[n].a_var[j] = v
+    s.a_ses = [math.sqrt(v) for e in s.pinned.values() for v in e.a_var if math.isfinite(v) and v > 0]
 
 
-def _plateau_allowances(s: _Sweep, climb: dict[str, float]) -> Pooled:
-    """Each variant's plateau estimate with what its curve still has to climb allowed for.
+def _pool_seeds(s: _Sweep) -> None:
+    """Stage 3: each parameter's seeds, the seed effects shared by the variants taken out, pooled
+    over the sweep (:mod:`.inference`; the baseline never below its own seeds' scatter)."""
+    base_floor = (s.baseline.variant,)
 
-    A plateau level sits below its ceiling by what the curve still has to climb, and that
-    shortfall is shared by every seed of the variant: it does not average away with seeds. Two
-    allowances for it join each variant's estimate:
+    def pool(which: str, groups: dict[str, SeedEstimates], known_sd: float | None = None) -> Pooled:
+        vals = {n: getattr(e, which) for n, e in groups.items()}
+        spent = 0
+        if known_sd is None and all(len(s.seeds[n].vc.seeds) == len(s.seeds[n].vc.curves) for n in groups):
+            ids = {n: [s.seeds[n].vc.seeds[i] for i in e.used] for n, e in groups.items()}
+            vals, spent = remove_seed_effects(vals, ids)
+        var = {n: getattr(e, which + "_var") for n, e in groups.items()}
+        return pool_groups(vals, var, known_sd=known_sd, own_floor=base_floor, df_spent=spent)
 
-    - its late creep (the mean rise its seeds still show over their late windows, under the
-      still-rising threshold or the ceiling would not count as measured), squared, into the
-      variance, less that mean's own sampling variance (the sweep's pooled spread of late rises
-      over the seeds): the squared mean of three noisy rises is mostly their noise, and counting
-      it as creep made 3-seed intervals hold the truth 98-100% of the time where 95% was
-      promised. Without the creep term the intervals held 88% at 8 seeds on the simulator, where
-      the seeds make the rest of the interval narrow;
-    - what its pooled fit still climbs past the window (remaining_climb): the fit's extrapolation
-      is known only roughly, so the shortfall is taken as anywhere between no climb and all of
-      it: the estimate moves up by half of it, and its variance is that of a uniform spread over
-      the climb (climb^2 / 12). Knobs that change the speed sit at different stages of their rise
-      when the budget ends before the plateau: without the allowance their dA intervals held the
-      truth 60-87% of the time at the 90%-of-gain budget; (climb/2)^2 as the variance held 98-100%
-      (three seeds); climb^2 / 12 held 96% (simulation seed 21, tuning only; the published table
-      is scored on other seeds).
-
-    Each variant keeps its own allowance in full rather than only what differs from the
-    baseline's (between variants at the same stage the shortfalls cancel): tried on seed 0, the
-    differenced allowance covered 86% at 5 seeds and the 90% budget, 92% at 8 seeds.
-    """
-    assert s.rise_pool is not None
-    rise_sd = s.rise_pool.seed_sd
-    rise_var = rise_sd**2 if math.isfinite(rise_sd) else 0.0
-    groups = dict(s.pooled_a.groups)
-    for n, g in groups.items():
-        diffs, noise = s.rises.get(n, ([], []))
-        creep2 = 0.0
-        if diffs:
-            mean = float(np.mean(diffs))
-            creep2 = max(0.0, mean) ** 2 - max(rise_var, float(np.mean(noise))) / len(diffs)
-        climb_n = climb.get(n, 0.0)
-        allowed = g.var + max(creep2, 0.0) + climb_n * climb_n / 12.0
-        groups[n] = replace(g, mean=g.mean + climb_n / 2.0, var=allowed)
-    return replace(s.pooled_a, groups=groups)
+    s.pooled_a = pool("a", s.pinned, s.vopts.seed_sd)
+    s.pooled_b = pool("log_b", s.est)
+    s.pooled_c = pool("log_c_mid", s.est)
 
 
-def _contrast_ceilings(s: _Sweep) -> tuple[dict[str, _Judged], dict[str, Verdict]]:
-    """Stage 3b: each variant's dA contrast with the baseline, or the verdict that needs none
-    (``unstable``, ``unfit``, ``undecided`` for a ceiling not measured on either side). A variant
-    whose curves are still rising is compared by its late level, a lower bound on its A."""
-    judged: dict[str, _Judged] = {}
+def _contrast(s: _Sweep) -> tuple[dict[str, Evidence], dict[str, Verdict]]:
+    """Stage 4: each variant's evidence (dA, or a lower bound on it, or none; d log B and d log
+    C_mid where both fits have a bend), or the verdict that needs none (``unstable``, ``unfit``,
+    ``undecided`` when nothing can be compared)."""
+    evidence: dict[str, Evidence] = {}
     blanks: dict[str, Verdict] = {}
     base, base_seeds, base_name = s.base, s.base_seeds, s.baseline.variant
+    v = s.vopts
+    t = math.log1p(v.min_rel_effect)
+    b_est = s.pooled_a.groups.get(base_name)
     for vc in s.variants:
-        g = s.seeds[vc.variant]
-        var = s.pooled[vc.variant]
+        n = vc.variant
+        g = s.seeds[n]
+        var = s.pooled[n]
         if g.unstable or var.fit.status == "decreasing":
-            why = g.unstable or f"pooled curve is decreasing: {var.fit.reason}"
-            blanks[vc.variant] = _blank(s, vc, "unstable", why)
+            blanks[n] = _blank(
+                s, vc, "unstable", g.unstable or f"pooled curve is decreasing: {var.fit.reason}"
+            )
             continue
         why = ""
         if base_seeds.unstable:
@@ -370,143 +283,124 @@ def _contrast_ceilings(s: _Sweep) -> tuple[dict[str, _Judged], dict[str, Verdict
         elif not var.fit.ok and var.fit.status != "pre-inflection":
             why = f"variant fit is {var.fit.status}: {var.fit.reason}"
         if why:
-            blanks[vc.variant] = _blank(s, vc, "unfit", why)
+            blanks[n] = _blank(s, vc, "unfit", why)
             continue
-        why_unpinned = s.unpinned[base_name] or s.unpinned[vc.variant]
-        if not why_unpinned:
-            judged[vc.variant] = _Judged(g, Contrast.between(s.pooled_a, base_name, vc.variant))
+        if n in s.est and base_name in s.est:
+            log_b: Contrast | None = Contrast.between(s.pooled_b, base_name, n)
+            log_c: Contrast | None = Contrast.between(s.pooled_c, base_name, n)
+        else:
+            log_b = log_c = None
+        if n in s.pinned and b_est is not None:
+            a = Contrast.between(s.pooled_a, base_name, n)
+            evidence[n] = Evidence(a, log_b, log_c, v.margin, t, v.level)
             continue
-        # The late level (each seed's mean over its last points) bounds a rising curve's A from
-        # below: "the ceiling rises" is still decidable against a measured baseline.
-        level_v, level_se = late_level(s.healthy_vc[vc.variant], s.healthy_sigma[vc.variant])
-        b_est = s.pooled_a.groups.get(base_name)
-        if s.measured[base_name] and b_est is not None and math.isfinite(level_v):
-            n_v = len(g.healthy)
-            sd = s.pooled_a.seed_sd
-            se_seed = sd / math.sqrt(n_v) if math.isfinite(sd) else 0.0
-            se = math.sqrt(max(level_se, se_seed) ** 2 + b_est.var)
-            contrast = Contrast(level_v - b_est.mean, se, float(s.pooled_a.df))
-            judged[vc.variant] = _Judged(g, contrast, late=True, why_late=why_unpinned)
+        if b_est is not None:
+            # The late level (each seed's mean over its last points) bounds a rising curve's A
+            # from below: "the ceiling rises" is still decidable against a measured baseline.
+            level_v, level_se = late_level(s.healthy_vc[n], s.healthy_sigma[n])
+            if math.isfinite(level_v):
+                sd = s.pooled_a.seed_sd
+                se_seed = sd / math.sqrt(len(g.healthy)) if math.isfinite(sd) else 0.0
+                se = math.sqrt(max(level_se, se_seed) ** 2 + b_est.var)
+                bound = Contrast(level_v - b_est.mean, se, float(s.pooled_a.df))
+                s.why[n] = s.unpinned[n]
+                evidence[n] = Evidence(bound, log_b, log_c, v.margin, t, v.level, lower_bound=True)
+                continue
+        why_unpinned = s.unpinned[base_name] or s.unpinned[n] or "no ceiling could be measured"
+        if log_b is not None:
+            # No ceiling to compare (the baseline's is not pinned), but efficiency can still be.
+            s.why[n] = why_unpinned
+            evidence[n] = Evidence(None, log_b, log_c, v.margin, t, v.level)
             continue
-        reason = (
-            explain.unmeasured(why_unpinned, level_v, level_se, base.fit.a) + base_seeds.note() + g.note()
-        )
-        blanks[vc.variant] = _blank(s, vc, "undecided", reason, pending="compute", rising=_rising(s, vc))
-    return judged, blanks
+        reason = explain.unmeasured(why_unpinned) + base_seeds.note() + g.note()
+        blanks[n] = _blank(s, vc, "undecided", reason, pending="compute")
+    return evidence, blanks
 
 
-def _compare_efficiency(s: _Sweep, judged: dict[str, _Judged]) -> None:
-    """Stage 4: efficiency at a common A (the paper's rule), per seed, for every variant whose
-    ceiling was measured: every seed of the baseline and the variant refitted with A fixed at the
-    two groups' mean (one batch of refits), d log B and d log C_mid pooled over the pairs."""
-    refit_for = [n for n, j in judged.items() if not j.late and j.a.ok]
-    if not refit_for:
-        return
-    base_seeds = s.base_seeds
-    batch: list[Curve] = []
-    batch_sigma: list[ArrayLike | None] = []
-    fixed: list[float] = []
-    spans: list[tuple[str, int, int]] = []
-    for n in refit_for:
-        a_common = s.pooled_a.groups[s.baseline.variant].mean + 0.5 * judged[n].a.d
-        judged[n].a_common = a_common
-        start = len(batch)
-        for group in (base_seeds, s.seeds[n]):
-            batch += [group.vc.curves[i] for i in group.healthy]
-            batch_sigma += [group.sigma[i] for i in group.healthy]
-        fixed += [a_common] * (len(batch) - start)
-        spans.append((n, start, len(base_seeds.healthy)))
-    refits = fit_sigmoid_many(batch, options=s.fopts, method=s.method, fixed_a=fixed, sigma=batch_sigma)
-
-    def logs(fs: Sequence[SigmoidFit], col: str) -> list[float]:
-        return [math.log(getattr(f, col)) if f.ok and getattr(f, col) > 0 else _NAN for f in fs]
-
-    per_pair = []
-    for n, start, nb in spans:
-        stop = start + nb + len(s.seeds[n].healthy)
-        per_pair.append((refits[start : start + nb], refits[start + nb : stop]))
-    cb = pool_pairs([logs(b, "b") for b, _ in per_pair], [logs(o, "b") for _, o in per_pair])
-    cc = pool_pairs([logs(b, "c_mid") for b, _ in per_pair], [logs(o, "c_mid") for _, o in per_pair])
-    for (n, _, _), con_b, con_c in zip(spans, cb, cc, strict=True):
-        if con_b.ok and con_c.ok:
-            judged[n].b, judged[n].c = con_b, con_c
-
-
-def _false_discovery(
-    names: Sequence[str], rulings: dict[str, Ruling], alpha: float
-) -> tuple[dict[str, bool], float]:
-    """Stage 6: Benjamini-Hochberg at false-discovery rate alpha over the sweep's variants (every
-    variant counts, decided or not, so a sweep cannot buy decisions by leaving knobs out): which
-    variants' best claims pass, and the largest p that passed (the threshold a reason quotes)."""
-    ps = [rulings[n].best[1] if n in rulings else 1.0 for n in names]
-    accepted = dict(zip(names, bh(ps, alpha), strict=True))
-    passed = [p for p, ok in zip(ps, accepted.values(), strict=True) if ok]
-    return accepted, max(passed, default=alpha / max(len(names), 1))
-
-
-def _verdict(s: _Sweep, j: _Judged, ruling: Ruling, accepted: bool, threshold: float, knobs: int) -> Verdict:
-    """Stage 7: one judged variant's verdict, its numbers and its reason (:mod:`.explain`)."""
-    vc, ev, vopts = j.seeds.vc, ruling.evidence, s.vopts
-    n, base_name, base = vc.variant, s.baseline.variant, s.base
-    var = s.pooled[n]
-    claim, p = ruling.best
+def _verdict(s: _Sweep, n: str, found: Findings, knobs: int) -> Verdict:
+    """Stage 5: one judged variant's verdict, its numbers and its reason (:mod:`.explain`)."""
+    assert found.ruling is not None
+    ev = found.ruling.evidence
+    vc, g, vopts = s.seeds[n].vc, s.seeds[n], s.vopts
+    base, var = s.base, s.pooled[n]
     margin, level = vopts.margin, vopts.level
     notes = (
         s.base_seeds.note()
-        + j.seeds.note()
+        + g.note()
+        + _unfitted_note(s, s.baseline.variant)
+        + _unfitted_note(s, n)
         + explain.extrapolation_note([(s.baseline, base.fit.a), (vc, var.fit.a)], margin)
     )
-    seeds_now = min(len(s.base_seeds.healthy), len(j.seeds.healthy))
-    lo, hi = j.a.ci(level)
-    if j.late:
-        decided = accepted and claim == Claim.MOVER
-        reason = explain.late(j.why_late, ev, decided, p, knobs)
-        if decided:
-            return Verdict(
-                vc.knob, n, vc.alternative, "asymptote-mover", _a_base(s), var.fit.a, j.a.d, lo, _NAN,
-                base.fit.b, var.fit.b, _NAN, _NAN, _NAN, margin, reason + notes, p_value=p,
-                evidence=ev, seeds_now=seeds_now, rising=_rising(s, vc),
-            )  # fmt: skip
-        return _blank(
-            s, vc, "undecided", reason + notes, pending="compute", evidence=ev, rising=_rising(s, vc)
-        )
-    a_est = s.pooled_a.groups.get(n)
-    a_var = a_est.mean if a_est is not None else var.fit.a
-    # dB in B's units: the log-scale contrast times the baseline's B (its pooled fit's, one number
-    # for the whole sweep); the claims are on log B (a factor, symmetric).
-    b0 = base.fit.b
-    if ev.log_b is not None and ev.log_c is not None:
-        log_b, log_b_level, c_ci = ev.log_b, ev.level2, ev.log_c.ci(ev.level2)
-        mde_b = b0 * _expm1(mde(ev.log_b, ev.efficiency, ev.level2, vopts.power))
-    else:  # the refits at a common A failed: the free fits' log B, described only
-        log_b, log_b_level, c_ci = Contrast.between(s.log_b, base_name, n), level, (_NAN, _NAN)
-        mde_b = _NAN
-    blo, bhi = log_b.ci(log_b_level)
-    a_txt = explain.a_text(ev, s.pooled_a.seed_sd, vopts.seed_sd)
-    eff_txt = explain.efficiency_text(ev, j.a_common)
-    mde_a = mde(j.a, margin, level, vopts.power)
-    needed = seeds_to_decide(ev, seeds_now, vopts.power)
-    kind: VerdictKind = claim.value if accepted else "undecided"
-    if accepted:
-        reason = explain.claimed(kind, a_txt, eff_txt, ev, p, knobs)
+    seeds_now = min(len(s.base_seeds.healthy), len(g.healthy))
+    a_base = _a_base(s)
+    a = ev.a
+    if a is None or not a.ok:
+        d_a = lo = hi = _NAN
+        a_var = var.fit.a
     else:
-        seeds = explain.seeds_phrase(needed, seeds_now, vopts.power)
-        reason = explain.not_decided(
-            a_txt, eff_txt, ev, (claim.value, p), threshold, knobs, mde_a, vopts.power, seeds
+        (lo, hi), d_a, a_var = a.ci(level), a.d, a_base + a.d
+        if ev.lower_bound:
+            hi = _NAN  # a lower bound has no upper end
+    # dB in B's units: the log-scale contrast times the baseline's B (its seeds' geometric mean,
+    # one number for the whole sweep); the claims are on log B (a factor, symmetric).
+    b_est = s.pooled_b.groups.get(s.baseline.variant)
+    b0 = math.exp(b_est.mean) if b_est is not None else base.fit.b
+    if ev.efficiency_compared:
+        assert ev.log_b is not None and ev.log_c is not None
+        blo, bhi = ev.log_b.ci(ev.level2)
+        b_var, d_b, d_b_lo, d_b_hi = (
+            b0 * _exp(ev.log_b.d),
+            b0 * _expm1(ev.log_b.d),
+            b0 * _expm1(blo),
+            b0 * _expm1(bhi),
         )
+        d_c, (c_lo, c_hi) = ev.log_c.d, ev.log_c.ci(ev.level2)
+        mde_b = b0 * _expm1(mde(ev.log_b, ev.efficiency, ev.level2, vopts.power))
+    else:
+        b_var, d_b, d_b_lo, d_b_hi = var.fit.b, _NAN, _NAN, _NAN
+        d_c = c_lo = c_hi = mde_b = _NAN
+    measured = ev.ceiling_measured
+    mde_a = mde(a, margin, level, vopts.power) if measured and a is not None else _NAN
+    kind: VerdictKind = found.verdict  # type: ignore[assignment]
+    needed = seeds_to_decide(ev, seeds_now, vopts.power) if kind == "undecided" and measured else None
+    a_txt = explain.a_text(ev, s.pooled_a.seed_sd, vopts.seed_sd, s.why.get(n, ""))
+    reason = explain.reason(
+        found,
+        a_txt,
+        explain.efficiency_text(ev),
+        knobs,
+        mde_a,
+        vopts.power,
+        explain.seeds_phrase(needed, seeds_now, vopts.power),
+    )
     target = vopts.detect_d_a
     for_a = None
-    if target is not None and j.a.ok and target > margin:
-        for_a = seeds_needed(Contrast(target, j.a.se, j.a.df), margin, seeds_now, level, vopts.power)
-    d_c = ev.log_c.d if ev.log_c is not None else _NAN
+    if target is not None and measured and a is not None and target > margin:
+        for_a = seeds_needed(Contrast(target, a.se, a.df), margin, seeds_now, level, vopts.power)
+    p_eff = found.probability(Claim.SHAPER) if ev.efficiency_compared else _NAN
+    p_same = found.probability(Claim.NO_EFFECT) if measured and ev.efficiency_compared else _NAN
     return Verdict(
-        vc.knob, n, vc.alternative, kind, _a_base(s), a_var, j.a.d, lo, hi,
-        b0, b0 * _exp(log_b.d), b0 * _expm1(log_b.d), b0 * _expm1(blo), b0 * _expm1(bhi),
-        margin, reason + notes, d_c, *c_ci, mde_a=mde_a, mde_b=mde_b,
-        pending="seeds" if kind == "undecided" else "", p_value=p,
-        power_note=explain.power_note(target, margin, for_a, seeds_now),
+        vc.knob, n, vc.alternative, kind, a_base, a_var, d_a, lo, hi,
+        b0, b_var, d_b, d_b_lo, d_b_hi, margin, reason + notes, d_c, c_lo, c_hi,
+        mde_a=mde_a, mde_b=mde_b,
+        pending="" if kind != "undecided" else ("seeds" if measured else "compute"), p_value=found.p,
+        power_note=explain.power_note(target, margin, for_a, seeds_now) if measured else "",
         seeds_for_a=for_a, evidence=ev, seeds_needed=needed, seeds_now=seeds_now,
+        p_ceiling=found.probability(Claim.MOVER) if a is not None else _NAN, p_efficiency=p_eff,
+        p_no_effect=p_same,
+        efficiency="differs" if Claim.SHAPER in found.made else ("same" if kind == "no-effect" else ""),
     )  # fmt: skip
+
+
+def _unfitted_note(s: _Sweep, n: str) -> str:
+    """The healthy seeds whose own fit gave no parameters (too few points, flat): they count in
+    the pooled fit but not among the seeds' estimates, and the verdict names them."""
+    e = s.est.get(n)
+    if e is None:
+        return ""
+    g = s.seeds[n]
+    left = [f"{g.run(i)} ({g.fits[i].status})" for i in g.healthy if i not in e.used]
+    return f"; note: no usable fit of its own, so not among {n}'s seeds: {', '.join(left)}" if left else ""
 
 
 def _a_base(s: _Sweep) -> float:
@@ -515,29 +409,12 @@ def _a_base(s: _Sweep) -> float:
     return est.mean if est is not None else s.base.fit.a
 
 
-def _rising(s: _Sweep, vc: VariantCurves) -> tuple[str, ...]:
-    """The variant whose still-rising curves are why the ceiling is not measured (the baseline's
-    reason first, as the verdict's reason says it)."""
-    name = s.baseline.variant if s.unpinned[s.baseline.variant] else vc.variant
-    return (name,) if s.rising.get(name) else ()
-
-
-def _blank(
-    s: _Sweep,
-    vc: VariantCurves,
-    kind: VerdictKind,
-    reason: str,
-    *,
-    pending: str = "",
-    evidence: Evidence | None = None,
-    rising: tuple[str, ...] = (),
-) -> Verdict:
+def _blank(s: _Sweep, vc: VariantCurves, kind: VerdictKind, reason: str, *, pending: str = "") -> Verdict:
     """A verdict without contrasts: the pooled fits' A and B, no intervals."""
     base, var = s.base, s.pooled.get(vc.variant)
     return Verdict(
         vc.knob, vc.variant, vc.alternative, kind, base.fit.a, var.fit.a if var else _NAN, _NAN, _NAN, _NAN,
-        base.fit.b, var.fit.b if var else _NAN, _NAN, _NAN, _NAN, s.vopts.margin, reason,
-        pending=pending, evidence=evidence, rising=rising,
+        base.fit.b, var.fit.b if var else _NAN, _NAN, _NAN, _NAN, s.vopts.margin, reason, pending=pending,
     )  # fmt: skip
 
 

@@ -15,8 +15,8 @@ difference is what decides).
   threshold with that power, ``se`` shrinking as ``1/sqrt(seeds)`` and the t quantile kept at the
   current ``df`` (conservative: more seeds bring more degrees of freedom);
 - :func:`seeds_to_decide`: the seeds per variant that would decide a knob: every interval its
-  nearest claim rests on must clear (dA alone when its estimate is beyond the margin; else dA and
-  the easier efficiency move for a shaper, or all three for no effect). The verdict's reason,
+  nearest claim rests on must clear (dA alone when its estimate is beyond the margin; else the
+  easier efficiency move for a shaper, or all three for no effect). The verdict's reason,
   ``scalerl fit``'s "not decided" list and stop-when-decided's futility note all print this one
   number.
 
@@ -65,17 +65,20 @@ def seeds_needed(
 def seeds_to_decide(evidence: Evidence, seeds_now: int, power: float = DEFAULT_POWER) -> int | None:
     """Seeds per variant at which the knob's nearest claim would be shown with ``power`` (see the
     module docstring); None when an estimate it needs sits on its threshold (no seed count moves
-    it off) or a contrast is not usable."""
+    it off), a contrast is not usable, or the claim needs a ceiling that is not measured."""
     ev = evidence
-    a = seeds_needed(ev.a, ev.margin, seeds_now, ev.level, power)
-    if ev.lower_bound or (math.isfinite(ev.a.d) and abs(ev.a.d) > ev.margin):
+    a = seeds_needed(ev.a, ev.margin, seeds_now, ev.level, power) if ev.a is not None else None
+    if ev.a is not None and (ev.lower_bound or (math.isfinite(ev.a.d) and abs(ev.a.d) > ev.margin)):
         return a  # the mover claim: dA alone
-    if ev.log_b is None or ev.log_c is None:
+    if not ev.efficiency_compared:
         return a
+    assert ev.log_b is not None and ev.log_c is not None
     effs = [(c, seeds_needed(c, ev.efficiency, seeds_now, ev.level2, power)) for c in (ev.log_b, ev.log_c)]
     moving = [n for c, n in effs if math.isfinite(c.d) and abs(c.d) > ev.efficiency]
-    if moving:  # a shaper: the ceilings shown equal and the easier efficiency move shown
-        return _max(a, _min(*moving))
+    if moving:  # a shaper: the easier efficiency move shown (the ceilings need not be equal)
+        return _min(*moving)
+    if not ev.ceiling_measured:
+        return None  # equivalence needs a measured dA: compute, not seeds
     return _max(a, *(n for _, n in effs))  # no effect: every interval inside its threshold
 
 

@@ -196,7 +196,7 @@ def noise_notes(analysis: SweepAnalysis) -> list[str]:
     if math.isfinite(analysis.noise_a):
         parts.append(f"measurement-noise SE of one run's A {analysis.noise_a:.4f}")
     if math.isfinite(analysis.r0):
-        parts.append(f"R0 {analysis.r0:.4f} shared by every run (their first evaluations)")
+        parts.append(f"R0 {analysis.r0:.4f} shared by every run ({analysis.r0_source})")
     parts.append(f"margin {analysis.margin:.4f} ({analysis.margin_source})")
     out = ["; ".join(parts)]
     asked = [v for v in analysis.verdicts if v.power_note]

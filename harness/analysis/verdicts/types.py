@@ -14,6 +14,7 @@ from typing import Any, Literal
 from scalerl.harness.analysis.fit.bootstrap import DEFAULT_BOOT, BootstrapResult
 from scalerl.harness.analysis.fit.curve import SigmoidFit
 from scalerl.harness.analysis.noise.point import NoiseSource
+from scalerl.harness.analysis.verdicts.inference import Pooled
 from scalerl.harness.analysis.verdicts.power import DEFAULT_POWER
 from scalerl.harness.analysis.verdicts.rule import MARGIN, Evidence
 
@@ -41,9 +42,6 @@ class VerdictOptions:
     # Targets from the sweep's ``power:`` section: the seeds per variant that would reach them.
     detect_d_a: float | None = None
     detect_d_b: float | None = None
-    # A seed's ceiling once its curve has plateaued: "plateau" (its mean over the last 20% of its
-    # compute; see plateau_level) or "fit" (its own sigmoid fit's A).
-    ceiling: Literal["plateau", "fit"] = "plateau"
     # The seed-to-seed sd of a ceiling when it is known rather than measured (an earlier replicate
     # study; the sweep's fit.seed_sd): intervals then use it with a normal reference.
     seed_sd: float | None = None
@@ -80,9 +78,17 @@ class Verdict:
     # What would decide an ``undecided`` verdict: "seeds" (the intervals are set by seed noise) or
     # "compute" (a ceiling is not measured yet); empty for every other verdict.
     pending: str = ""
-    # The p-value of the verdict's best claim (before the sweep's false-discovery step); NaN when
-    # no claim could be tested.
+    # The p-value of the verdict's claim (the smallest of the three when undecided), before the
+    # sweep's false-discovery step; NaN when no claim could be tested.
     p_value: float = _NAN
+    # How sure the rule is of each claim: 1 - its Benjamini-Hochberg adjusted p-value over the
+    # sweep's knobs (:func:`.rule.claims`); NaN when the claim could not be tested.
+    p_ceiling: float = _NAN  # the ceiling moves beyond the margin
+    p_efficiency: float = _NAN  # B or C_mid differs beyond min_rel_effect
+    p_no_effect: float = _NAN  # all three inside their thresholds
+    # The efficiency claim: "differs" (made; on an asymptote-mover the knob is both), "same"
+    # (equivalence shown, part of no-effect), "" (not shown either way, or not compared).
+    efficiency: str = ""
     # What the rule judged (:class:`.rule.Evidence`: the contrasts and their thresholds); None for a
     # verdict no contrast could be made for (unstable, unfit, a ceiling not measured on either side).
     # Stop-when-decided runs the rule on it again (:func:`.rule.decided`).
@@ -92,9 +98,6 @@ class Verdict:
     # and the seeds it rests on now (the fewer of the baseline's and the variant's healthy seeds).
     seeds_needed: int | None = None
     seeds_now: int = 0
-    # The variants whose curves are still rising at the end, where that is why the ceiling is not
-    # measured (what an ``undecided`` verdict pending compute waits on).
-    rising: tuple[str, ...] = ()
 
     def row(self, metric: str, axis: str) -> dict[str, Any]:
         """The ``store.replace_verdicts`` row (the verdict table's columns)."""
@@ -117,6 +120,13 @@ class Verdict:
             "reason",
             "mde_a",
             "mde_b",
+            "d_log_c_mid",
+            "d_log_c_mid_lo",
+            "d_log_c_mid_hi",
+            "p_ceiling",
+            "p_efficiency",
+            "p_no_effect",
+            "efficiency",
         )
         return {k: getattr(self, k) for k in keys} | {"metric": metric, "axis": axis}
 
@@ -137,3 +147,6 @@ class SweepAnalysis:
     seeds: int = 1  # the fewest seeds of any variant
     df: int = 0  # degrees of freedom of the pooled seed variance on A (seeds - groups)
     r0: float = _NAN  # the sweep's shared R0 (NaN: each fit has its own)
+    r0_source: str = ""  # where the shared R0 came from, in words
+    # The per-seed parameters pooled over the sweep ("a", "log_b", "log_c_mid").
+    pooled: dict[str, Pooled] = field(default_factory=dict)

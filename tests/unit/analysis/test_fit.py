@@ -102,6 +102,31 @@ def test_fit_r0_and_windows() -> None:
         FitOptions(window_start=1.0, window_fraction=0.1)
 
 
+@pytest.mark.parametrize("method", ["fast", "curve_fit", "paper"])
+def test_a_noiseless_sigmoid_gives_back_its_parameters_from_any_first_step(method: str) -> None:
+    # Issue 36: R0 taken as the mean of the first 3 points returned A 0.578 for a sigmoid with
+    # A 0.600 logged from its first step. R0 is now a step-0 evaluation where there is one, else
+    # fitted. The paper's procedure searches A on a 0.005 lattice and C_mid on a 100-value grid,
+    # so it gives A back to the lattice's resolution only.
+    tol_a = 0.0055 if method == "paper" else 0.002
+    for b in (0.7, 1.5, 3.0):
+        for first in (0.01, 0.1, 0.5, 1.0):  # the last: first logged at the inflection
+            for step0 in (False, True):
+                c = np.linspace(first, max(40.0 * first, 8.0), 41)
+                if step0:
+                    c = np.concatenate([[0.0], c])
+                fit = fit_sigmoid(c, sigmoid_curve(c, 0.2, 0.6, b, 1.0), method=method)
+                where = (b, first, step0)
+                assert fit.ok and abs(fit.a - 0.6) < tol_a, where
+                if method != "paper":
+                    assert fit.r0 == pytest.approx(0.2, abs=1e-3), where
+                    assert fit.b == pytest.approx(b, rel=2e-3) and fit.c_mid == pytest.approx(1.0, rel=2e-3)
+    # The paper's own R0 ("the run's initial performance", its first point) stays available.
+    c = np.linspace(0.1, 8.0, 41)
+    first = fit_sigmoid(c, sigmoid_curve(c, 0.2, 0.6, 1.5, 1.0), options=FitOptions(r0_rule="first"))
+    assert first.r0 == pytest.approx(float(sigmoid_curve(0.1, 0.2, 0.6, 1.5, 1.0)))
+
+
 def test_fixed_a() -> None:
     fit = fit_sigmoid(C, noisy(0.7, 2.0, 4000, seed=5), fixed_a=0.7)
     assert fit.a == 0.7 and abs(fit.b - 2.0) < 0.3 and abs(fit.c_mid / 4000 - 1) < 0.15

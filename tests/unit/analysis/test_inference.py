@@ -212,3 +212,31 @@ def test_benjamini_hochberg_is_scipys_and_agrees_with_the_step_up(monkeypatch: p
     assert (
         bh([0.001, float("nan"), 0.02], 0.05) == [True, False, True] == _bh_step_up([0.001, 1.0, 0.02], 0.05)
     )
+
+
+def test_seed_effects_shared_by_every_group_come_out_and_cost_their_degrees_of_freedom() -> None:
+    from scalerl.harness.analysis.verdicts.inference import remove_seed_effects
+
+    # Four groups at seeds 0-2; seed 2 sits 0.3 lower in every group (a shared data order).
+    rng = np.random.default_rng(0)
+    means = {"base": 0.5, "a": 0.5, "b": 0.7, "c": 0.5}
+    vals = {
+        g: [m + 0.01 * rng.standard_normal() - (0.3 if s == 2 else 0.0) for s in range(3)]
+        for g, m in means.items()
+    }
+    ids = {g: [0, 1, 2] for g in vals}
+    adj, spent = remove_seed_effects(vals, ids)
+    assert spent == 2
+    # The contrasts are unchanged (the effects cancel) and the spread is now the 0.01 noise.
+    for g in ("a", "b", "c"):
+        assert np.mean(adj[g]) - np.mean(adj["base"]) == pytest.approx(
+            np.mean(vals[g]) - np.mean(vals["base"])
+        )
+    blocked = pool_groups(adj, df_spent=spent)
+    plain = pool_groups(vals)
+    assert blocked.df == plain.df - 2 == 6 and blocked.seed_sd < 0.02 < 0.1 < plain.seed_sd
+    # Seeds that no two groups share are left alone.
+    assert remove_seed_effects({"x": [1.0, 2.0], "y": [3.0]}, {"x": [0, 1], "y": [5]}) == (
+        {"x": [1.0, 2.0], "y": [3.0]},
+        0,
+    )

@@ -83,12 +83,16 @@ def _real_sets() -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
 
 
 # Measured (fit on compute <= half of each run's max, predict the rest), with tolerances just
-# above: (curves, ok fits, mean MAE, max MAE, max |final error|, median |final error|).
+# above: (curves, ok fits, mean MAE, max MAE, max |final error|, median |final error|). R0 is
+# fitted (none of these curves has a step-0 evaluation; issue 36): tb_train's mean MAE fell from
+# 0.0205 (R0 = the mean of the first 3 values) to 0.0168; verl's train reward (multiples of 1/128,
+# its first values already at its start) fits one more curve (6 of 7, the new one's MAE 0.055)
+# and its common curves moved 0.036-0.111 -> 0.037-0.129.
 MEASURED = {
-    "wandb": (18, 18, 0.0088, 0.0168, 0.0455, 0.0051),
-    "tb_val": (11, 11, 0.0047, 0.0070, 0.0148, 0.0023),
-    "tb_train": (11, 11, 0.0205, 0.0274, 0.0326, 0.0195),
-    "verl": (7, 5, 0.0551, 0.1106, 0.1486, 0.0429),
+    "wandb": (18, 18, 0.0089, 0.0171, 0.0462, 0.0061),
+    "tb_val": (11, 11, 0.0046, 0.0069, 0.0145, 0.0025),
+    "tb_train": (11, 11, 0.0168, 0.0237, 0.0287, 0.0165),
+    "verl": (7, 6, 0.0609, 0.1285, 0.1770, 0.0659),
 }
 
 

@@ -139,10 +139,9 @@ def bench_ui(url: str, backend: str, repeat: int, work: Path) -> dict[str, Any]:
         out["cold_open_ms"] = until_ms(tab, READY, t0, url=page)
         # The first open draws each run from a sample (first, last, lowest, highest and evenly
         # spaced points); every point follows, drawn by the report's rule, without a reload.
-        out["sampled"] = bool(tab.evaluate("document.querySelector('p.meta').dataset.sampled === '1'"))
-        out["full_ms"] = until_ms(
-            tab, "document.querySelector('p.meta').dataset.sampled === '0'", t0, url=page
-        )
+        out["sampled"] = bool(tab.evaluate("document.querySelector('main p.meta').dataset.sampled === '1'"))
+        full = "document.querySelector('main p.meta').dataset.sampled !== '1'"
+        out["full_ms"] = until_ms(tab, full, t0, url=page) if out["sampled"] else out["cold_open_ms"]
         out["open_ms"] = statistics.median(open_ms(tab, page, READY) for _ in range(repeat))
         api = f"{address}/api/sweep?name={SWEEP}"
         t, body = _get(api + "&since=0")

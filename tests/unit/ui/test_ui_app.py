@@ -4,6 +4,7 @@ app through Starlette's test client)."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,41 @@ def test_a_sweep_opens_from_a_sample_of_its_points(tmp_path: Path, monkeypatch: 
     )
     again = sample.read_drawn(reader, METRIC, ["r0", "r1"], 400)
     assert asked[-1] == {"r0": -1, "r1": -1} and again["r0"].whole and again["r0"].points == 1000
+
+
+def test_a_sampled_sweep_is_drawn_from_every_point_without_a_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Through the app: the first answer draws a sample and says so; a later poll brings each run
+    # drawn from every point (the server's background read), and says that too.
+    from scalerl.harness.ui import app as ui_app
+
+    monkeypatch.setattr(ui_app, "FULL_LOAD_DELAY_S", 0.0)
+    url, store = _store(tmp_path)
+    for run_id in ("r0", "r1"):
+        writer = store.writer(run_id, store.start_attempt(run_id, executor="local"))
+        for s in range(0, 10_000, 10):
+            writer.add(s, {METRIC: _curve(s)}, {"flops": 1e12 * (s + 1)})
+        writer.close()
+    client = TestClient(
+        create_app(Viewer(url, fits=False), Access("127.0.0.1", None)), base_url="http://127.0.0.1:8765"
+    )
+    first = client.get("/api/sweep?name=s&since=0").json()
+    assert first["sampled"] is True and first["points"] == 2000
+    assert all(4550.0 in c["x"] and len(c["x"]) < 1000 for c in first["curves"])
+    steps = np.arange(0, 10_000, 10, dtype=float)
+    want = steps[display_indices(steps, np.array([_curve(int(s)) for s in steps]), 400)].tolist()
+    got: dict[str, Any] = {}
+    for _ in range(400):  # the background read lands within a few seconds; polled, not timed
+        got = client.get(f"/api/sweep?name=s&since={first['seq']}").json()
+        if not got["sampled"]:
+            break
+        threading.Event().wait(0.05)
+    assert got["sampled"] is False
+    assert {c["run_id"]: (c["x"], c["reset"]) for c in got["curves"]} == {
+        "r0": (want, True),
+        "r1": (want, True),
+    }
 
 
 def test_the_fit_reads_the_store_itself(tmp_path: Path) -> None:

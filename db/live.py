@@ -10,8 +10,9 @@ or attempt just changed). A run row is small (no config), so :func:`run_rows`
 reads every member of a sweep in one select; the caller diffs them. To draw a run without
 reading it, :func:`point_bounds` (three index seeks per run) gives its first, second and last
 step, from which a caller plans the steps to draw, :func:`points_at` reads exactly those (one
-seek each) and :func:`point_stats` counts the points (an aggregate: the database walks each
-run's index range, nothing is sent).
+seek each) and :func:`point_stats` counts the points and finds each run's lowest and highest
+one (an aggregate joined back to those rows: the database walks each run's index range, and
+sends one row per run plus its extremes).
 
 Loading strategy: one Core select per call (``points_after`` is one ``UNION ALL`` per 100 runs,
 each part an index range scan; ``points_at`` one ``UNION ALL`` of ``IN`` lists per 100 runs on

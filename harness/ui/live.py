@@ -1,12 +1,14 @@
 """One sweep as the live view holds it: a downsampled copy of each run's curve (for drawing),
 its point count and last point, the run rows, and a change counter that lets a page fetch only
-what moved. Every point is read only by the fit, in its own process.
+what moved. The server keeps drawn copies only; the fit reads every point in its own process.
 
 :class:`SweepLive` is built once per (sweep, metric, axis) without reading the sweep's points:
-the run rows, the stored fits, and per run the few points it draws plus its count
-(:func:`scalerl.harness.ui.sample.read_drawn`: index seeks and one aggregate, read side by side),
-so a lab-scale sweep's page draws in well under a second of the server's time the first time
-it is opened too. It is then kept current by :meth:`SweepLive.refresh`, which costs in
+the run rows, the stored fits, and per run a sample of its points plus its count (the first,
+last, lowest and highest point and evenly spaced ones: :func:`scalerl.harness.ui.sample.read_drawn`,
+index seeks and one aggregate, read side by side), so a lab-scale sweep's page draws without
+waiting for a million points. :meth:`SweepLive.load_full` then (the app calls it two seconds
+later, in a thread) reads every point once, in bulk, and redraws each run by the report's rule,
+replacing the sample. It is kept current by :meth:`SweepLive.refresh`, which costs in
 proportion to what changed:
 
 - the run rows (one small select, no configs; a run's config is read once, when it first

@@ -6,8 +6,8 @@ what moved. The server keeps drawn copies only; the fit reads every point in its
 the run rows, the stored fits, and per run a sample of its points plus its count (the first,
 last, lowest and highest point and evenly spaced ones: :func:`scalerl.harness.ui.sample.read_drawn`,
 index seeks and one aggregate, read side by side), so a lab-scale sweep's page draws without
-waiting for a million points. :meth:`SweepLive.load_full` then (the app calls it two seconds
-later, in a thread) reads every point once, in bulk, and redraws each run by the report's rule,
+waiting for a million points. :meth:`SweepLive.load_full` then (the app calls it in a thread
+once the page has drawn) reads every point once, in bulk, and redraws each run by the report's rule,
 replacing the sample. It is kept current by :meth:`SweepLive.refresh`, which costs in
 proportion to what changed:
 
@@ -172,6 +172,7 @@ class SweepLive:
         self._fit_started = 0.0
         self._last_fit_s = 0.0
         self._snapshot: tuple[tuple[int, int, bool], bytes] | None = None
+        self._full_claimed = False
         self._load()
 
     # ------------------------------------------------------------------ loading
@@ -275,6 +276,19 @@ class SweepLive:
         """True while some run is drawn from the first open's sample (:meth:`load_full` pending)."""
         with self._lock:
             return any(not r.whole for r in self.runs.values())
+
+    def full_load_pending(self) -> bool:
+        """True while some run is drawn from a sample and no one has claimed :meth:`load_full`."""
+        with self._lock:
+            return not self._full_claimed and self.sampled
+
+    def claim_full_load(self) -> bool:
+        """True to the one caller that should run :meth:`load_full` (once per view)."""
+        with self._lock:
+            if self._full_claimed:
+                return False
+            self._full_claimed = True
+            return True
 
     def load_full(self) -> int:
         """Read every point of the sweep's metric and draw each run still drawn from the first

@@ -16,7 +16,7 @@ sends one row per run plus its extremes).
 
 Loading strategy: one Core select per call (``points_after`` is one ``UNION ALL`` per 100 runs,
 each part an index range scan; ``points_at`` one ``UNION ALL`` of ``IN`` lists per 100 runs on
-SQLite, one ``LATERAL`` join over arrays on PostgreSQL, whose planner takes a long ``UNION ALL``
+SQLite, one ``LATERAL`` join over (run, step) arrays on PostgreSQL, whose planner takes a long ``UNION ALL``
 slowly); rows come back as plain tuples and dicts, never ORM objects. Nothing here writes.
 """
 
@@ -70,6 +70,7 @@ POINT_ROW_COLUMNS: tuple[str, ...] = (
 _MEMBER = frozenset({"variant", "knob", "alternative"})
 _UNION_PARTS = 100  # selects per UNION ALL (SQLite allows 500 compound terms)
 _IN_CHUNK = 500  # ids per IN list (under every driver's bound-parameter limit)
+_PG_IN_CHUNK = 20_000  # psycopg's limit is 65,535 parameters
 
 
 def _read(store: Store, fn: Any, doing: str) -> Any:
@@ -213,9 +214,13 @@ def point_stats(store: Store, metric: str, run_ids: Sequence[str]) -> dict[str, 
     ids = list(dict.fromkeys(run_ids))
     cols = [getattr(Point, c) for c in POINT_ROW_COLUMNS]
 
+    # PostgreSQL answers the aggregate by scanning the table (in parallel) whatever the runs
+    # asked, so one statement for them all; SQLite walks each run's index range, 500 per IN list.
+    chunk = _PG_IN_CHUNK if store.dialect == "postgresql" else _IN_CHUNK
+
     def fn(conn: Connection) -> dict[str, PointStats]:
         found: dict[str, tuple[int, int, int, list[tuple[Any, ...]]]] = {}
-        for i in range(0, len(ids), _IN_CHUNK):
+        for i in range(0, len(ids), chunk):
             agg = (
                 select(
                     Point.run_id.label("rid"),
@@ -225,7 +230,7 @@ def point_stats(store: Store, metric: str, run_ids: Sequence[str]) -> dict[str, 
                     func.min(Point.value).label("lo"),
                     func.max(Point.value).label("hi"),
                 )
-                .where(Point.metric == metric, Point.run_id.in_(ids[i : i + _IN_CHUNK]))
+                .where(Point.metric == metric, Point.run_id.in_(ids[i : i + chunk]))
                 .group_by(Point.run_id)
                 .subquery()
             )
@@ -318,14 +323,16 @@ def _points_at_core(
 def _points_at_postgresql(
     conn: Connection, metric: str, items: list[tuple[str, list[int]]]
 ) -> list[tuple[Any, ...]]:
-    # One statement: each run's steps as an array literal ("{0,25,50}": our own integers), joined
-    # LATERAL so the planner seeks the primary key per run instead of hashing the whole table.
+    # One statement: the (run, step) pairs as two arrays, joined LATERAL so each pair is one seek
+    # of the whole primary key. (Each run's steps as one array, ``step = ANY(...)``, was planned
+    # as a walk of the run's range with the steps as a filter: 2.2 s instead of 0.46 s for 37,000
+    # points of 10^6 on a store not yet analyzed.)
     cols = ", ".join(f"p.{c}" for c in POINT_ROW_COLUMNS)
     stmt = text(
-        f"SELECT {cols} FROM unnest(CAST(:runs AS TEXT[]), CAST(:steps AS TEXT[])) AS t(run_id, steps) "
+        f"SELECT {cols} FROM unnest(CAST(:runs AS TEXT[]), CAST(:steps AS INTEGER[])) AS t(run_id, step) "
         "CROSS JOIN LATERAL (SELECT * FROM point q WHERE q.run_id = t.run_id AND q.metric = :metric "
-        "AND q.step = ANY(CAST(t.steps AS INTEGER[])) OFFSET 0) AS p"
+        "AND q.step = t.step OFFSET 0) AS p"
     )
-    runs = [run_id for run_id, _ in items]
-    arrays = ["{" + ",".join(map(str, wanted)) + "}" for _, wanted in items]
-    return list(map(tuple, conn.execute(stmt, {"runs": runs, "steps": arrays, "metric": metric}).all()))
+    runs = [run_id for run_id, wanted in items for _ in wanted]
+    steps = [int(step) for _, wanted in items for step in wanted]
+    return list(map(tuple, conn.execute(stmt, {"runs": runs, "steps": steps, "metric": metric}).all()))

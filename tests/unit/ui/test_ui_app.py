@@ -232,9 +232,7 @@ def test_a_sweep_opens_from_a_sample_of_its_points(tmp_path: Path, monkeypatch: 
     assert asked[-1] == {"r0": -1, "r1": -1} and again["r0"].whole and again["r0"].points == 1000
 
 
-def test_a_sampled_sweep_is_drawn_from_every_point_without_a_reload(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_sampled_sweep_is_drawn_from_every_point_without_a_reload(tmp_path: Path) -> None:
     # Through the app: the first answer draws a sample and says so; the page's first poll starts
     # the server's read of every point, and a later poll brings each run drawn from all of them.
     url, store = _store(tmp_path)

@@ -173,6 +173,7 @@ class SweepLive:
         self._last_fit_s = 0.0
         self._snapshot: tuple[tuple[int, int, bool], bytes] | None = None
         self._full_claimed = False
+        self._redraw_next: set[str] = set()  # runs load_full could not take: read whole next refresh
         self._load()
 
     # ------------------------------------------------------------------ loading
@@ -297,7 +298,7 @@ class SweepLive:
         (:func:`scalerl.db.queries.curves`, the store's fast path; ~1.5 s for 10^6 points on
         SQLite), then the downsampling, both outside the lock, so polls are answered meanwhile;
         the points are dropped once drawn. A run that moved past the read, or started a new
-        attempt, keeps its copy: a refresh follows it and reads it whole once its copy fills."""
+        attempt, keeps its copy and is read whole by the next refresh."""
         from scalerl.db import queries
 
         with self._lock:
@@ -331,6 +332,7 @@ class SweepLive:
                 # The read must hold everything the view has of the run (it may hold more: then
                 # the refresh follows on from the read's last step).
                 if copy[0] < run.points or copy[1] < run.last_step:
+                    self._redraw_next.add(rid)  # the next refresh reads it whole, under the lock
                     continue
                 self._apply(run, copy, nxt)
                 done += 1
@@ -357,7 +359,10 @@ class SweepLive:
         rows = store_live.run_rows(self.store, self.name)
         nxt = self.seq + 1
         follow: dict[str, int] = {}  # run_id -> the step to read past
-        redraw: set[str] = set()  # runs read again to draw: new, a new attempt, or a full drawn copy
+        # Runs read again, whole, to draw: new, a new attempt, a full drawn copy, or a sample
+        # load_full could not replace (the run moved past its read).
+        redraw: set[str] = {rid for rid in self._redraw_next if rid in self.runs}
+        self._redraw_next.clear()
         new_ids = []
         for row in rows:
             rid = row["run_id"]

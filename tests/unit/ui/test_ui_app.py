@@ -232,6 +232,38 @@ def test_a_sweep_opens_from_a_sample_of_its_points(tmp_path: Path, monkeypatch: 
     assert asked[-1] == {"r0": -1, "r1": -1} and again["r0"].whole and again["r0"].points == 1000
 
 
+def test_a_run_that_moved_past_the_full_read_is_read_whole_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bulk read saw 1,000 points of r0, but a refresh appended 10 more meanwhile: load_full
+    # leaves r0's copy alone (it would drop points), and the next refresh reads r0 whole.
+    from scalerl.db import queries
+
+    url, store = _store(tmp_path)
+    attempt = store.start_attempt("r0", executor="local")
+    writer = store.writer("r0", attempt)
+    for s in range(0, 10_000, 10):
+        writer.add(s, {METRIC: _curve(s)}, {"flops": 1e12 * (s + 1)})
+    writer.close()
+    reader = db.open_store(url, create=False, readonly=True)
+    view = SweepLive(reader, "s", metric=METRIC, axis="step", spec={}, min_refresh_s=0.0)
+    before = queries.curves(reader, "s", metric=METRIC)
+    writer = store.writer("r0", attempt)
+    for s in range(10_000, 10_100, 10):
+        writer.add(s, {METRIC: _curve(s)}, {"flops": 1e12 * (s + 1)})
+    writer.close()
+    view.refresh()  # r0 is running: its 10 new points are appended to the sample
+    assert view.sampled and view.runs["r0"].points == 1010
+    monkeypatch.setattr(queries, "curves", lambda *a, **k: before)
+    assert view.load_full() == 0 and view.sampled
+    seq = view.seq
+    view.refresh()
+    assert not view.sampled
+    steps = np.arange(0, 10_100, 10, dtype=float)
+    want = steps[display_indices(steps, np.array([_curve(int(s)) for s in steps]), 400)].tolist()
+    assert [(c["run_id"], c["x"], c["reset"]) for c in view.changes(seq)["curves"]] == [("r0", want, True)]
+
+
 def test_a_sampled_sweep_is_drawn_from_every_point_without_a_reload(tmp_path: Path) -> None:
     # Through the app: the first answer draws a sample and says so; the page's first poll starts
     # the server's read of every point, and a later poll brings each run drawn from all of them.

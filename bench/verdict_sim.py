@@ -67,6 +67,8 @@ MARGIN = 0.02
 # The sweeps' fit window (share of compute dropped from each curve's start): the demo fits the
 # whole curve (R0 from its step-0 evaluation); --window 0.1 checks a lab's window.
 WINDOW: float | None = None
+# The real curves the noise is fitted on (--data; None: bench/data.py's REAL, $SCALERL_REAL_CURVES).
+DATA: Path | None = None
 DECIDED = ("asymptote-mover", "efficiency-shaper", "no-effect")
 
 
@@ -75,9 +77,10 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
     """Source -> (curves on the step axis, n per curve, replicate groups, what was read)."""
     from bench import data
 
+    root = DATA if DATA is not None else data.REAL
     out: dict[str, tuple[list[tuple[Any, Any]], list[float], list[list[int]], str]] = {}
     seen: dict[str, Any] = {}
-    for _, c in data.read(data.WANDB):  # runs repeat across files: keep each run's longest curve
+    for _, c in data.read(data.WANDB, root=root):  # runs repeat across files: keep each run's longest curve
         if c.run not in seen or len(c) > len(seen[c.run]):
             seen[c.run] = c
     wb = list(seen.values())
@@ -87,7 +90,7 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
         [],
         "GSM8K val mean@1 (n=1319), 17 runs, every 5 steps",
     )
-    tb = [c for _, c in data.read(data.TENSORBOARD, data.TB_VAL)]
+    tb = [c for _, c in data.read(data.TENSORBOARD, data.TB_VAL, root=root)]
     names = [c.run for c in tb]
     pairs = [["q3b_fsdp_base", "q3b_mcore_base"], ["q3b_fsdp_off_ppl", "q3b_mcore_off_ppl"]]
     out["tensorboard-verl-async"] = (
@@ -96,7 +99,7 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
         [[names.index(a) for a in p] for p in pairs if all(a in names for a in p)],
         "GSM8K val mean@1 (n=1319), 11 runs, every 5 steps; FSDP/Megatron pairs as replicates",
     )
-    vf = [c for _, c in data.read(data.VERL, data.VERL_REWARD)]
+    vf = [c for _, c in data.read(data.VERL, data.VERL_REWARD, root=root)]
     out["verl-fork-parsed"] = (
         [(c.steps.astype(float), c.values) for c in vf],
         [128.0] * len(vf),
@@ -111,7 +114,7 @@ def source_curves() -> dict[str, tuple[list[tuple[Any, Any]], list[float], list[
     }
     # In the order of the files' path strings (the noise model's fits were made so; data.files
     # sorts by path parts, which puts "run" before "run+20").
-    for _, c in sorted(data.read(data.SPEEDRL, data.SPEED_VAL), key=lambda fc: str(fc[0])):
+    for _, c in sorted(data.read(data.SPEEDRL, data.SPEED_VAL, root=root), key=lambda fc: str(fc[0])):
         if c.metric in wanted:
             sp.append(c)
             ns.append(wanted[c.metric])
@@ -507,7 +510,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=WORK, help=f"work folder (default {WORK})")
     ap.add_argument(
-        "--data", type=Path, default=DATA, help=f"the real curves the noise is fitted on (default {DATA})"
+        "--data",
+        type=Path,
+        default=None,
+        help="the real curves the noise is fitted on (default $SCALERL_REAL_CURVES, else "
+        "/work/shared/data/real-rl-curves: bench/data.py)",
     )
     ap.add_argument("--no-cli-check", action="store_true", help="skip the `scalerl fit --json` cross-check")
     ap.add_argument(

@@ -800,23 +800,27 @@ def _run_params(config: Mapping[str, Any]) -> dict[str, Any]:
     return leaves(config, "params.")
 
 
-def list_sweeps(db: str | None = None) -> pd.DataFrame:
+def list_sweeps(db: str | None = None, *, store: Store | None = None) -> pd.DataFrame:
     """Every sweep in the store ``db`` (default ``$SCALERL_DB_URL``, else ``sqlite:///./scalerl.db``;
     it must exist), one row each: ``name, source`` (recipe, import, attach or train: where its runs
     came from), ``design, executor, metric, axis`` (the defaults ``scalerl fit`` would use),
     ``n_runs`` and the runs counted by status group (``completed, running, waiting, failed,
     stopped``: :data:`scalerl.db.queries.STATUS_GROUPS`), ``created_at``, ``last_event`` and the
     stored ``spec``. Reads :func:`scalerl.db.queries.sweep_summaries`, as
-    ``scalerl ls`` does."""
+    ``scalerl ls`` does. ``store``: an open store to read instead of opening ``db`` (left open;
+    the live view polls this with its own)."""
     from scalerl import db as store_api
     from scalerl.db import queries
     from scalerl.harness.analysis.groups import fit_defaults
 
-    store = store_api.open_store(db, readonly=True)
-    try:
+    if store is not None:
         frame = queries.sweep_summaries(store)
-    finally:
-        store.close()
+    else:
+        opened = store_api.open_store(db, readonly=True)
+        try:
+            frame = queries.sweep_summaries(opened)
+        finally:
+            opened.close()
     defaults = [fit_defaults(spec) for spec in frame["spec"]]
     metrics, axes = [d[0] for d in defaults], [d[1] for d in defaults]
     frame.insert(1, "source", [queries.sweep_source(spec) for spec in frame["spec"]])

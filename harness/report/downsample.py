@@ -56,7 +56,8 @@ def display_indices(x: FloatArray, y: FloatArray, max_points: int) -> IntArray:
     """Sorted indices to draw a curve with at most about ``max_points`` points.
 
     The union of an LTTB sample in linear ``x`` and one in ``log10(x)`` (over the positive
-    ``x``), so the curve keeps its shape under both axis types. ``x`` must be sorted ascending.
+    ``x``), so the curve keeps its shape under both axis types, and of the points holding the
+    lowest and the highest finite ``y``. ``x`` must be sorted ascending.
     """
     n = len(x)
     if n <= max_points:
@@ -67,4 +68,27 @@ def display_indices(x: FloatArray, y: FloatArray, max_points: int) -> IntArray:
     if len(positive) > 2:
         logged = positive[lttb(np.log10(x[positive]), y[positive], half)]
         linear = np.union1d(linear, logged)
+    finite = np.flatnonzero(np.isfinite(y))
+    if finite.size:  # LTTB keeps peaks but does not promise the lowest and highest point: add them
+        linear = np.union1d(linear, finite[[np.argmin(y[finite]), np.argmax(y[finite])]])
     return np.asarray(linear, dtype=np.intp)
+
+
+def grid_indices(n: int, max_points: int) -> IntArray:
+    """Sorted ranks (0 .. ``n - 1``) to draw a curve of ``n`` points from at most about
+    ``max_points`` of them, chosen without reading the curve: for a view that cannot afford to
+    read every point before it draws (the live view's first look at a lab-scale sweep reads only
+    these ranks, by index seeks).
+
+    The same two halves as :func:`display_indices`: ``max_points // 2`` ranks evenly spaced (the
+    linear-axis view) and ``max_points // 2`` evenly spaced in ``log(rank + 1)`` (the log-axis
+    view, where the early points spread out: on a compute axis ``x`` grows with the step), with
+    the first and the last point. What it cannot do without the values is LTTB's choice within a
+    bucket (the point that keeps a peak), so a spike narrower than a bucket may be drawn as
+    its neighbours; fits never see this sample."""
+    if n <= max_points:
+        return np.arange(n, dtype=np.intp)
+    half = max(max_points // 2, 3)
+    linear = np.rint(np.linspace(0, n - 1, half)).astype(np.intp)
+    logged = np.rint(np.geomspace(1, n, half)).astype(np.intp) - 1
+    return np.asarray(np.union1d(linear, logged), dtype=np.intp)

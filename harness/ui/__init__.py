@@ -21,7 +21,6 @@ from scalerl.harness.ui.safety import Access, check_bind
 __all__ = ["Access", "check_bind", "serve"]
 
 log = logging.getLogger(__name__)
-PRELOAD = 3  # sweeps read into memory at start, most recently moved first
 
 
 def serve(
@@ -54,17 +53,9 @@ def serve(
     else:
         announce(f"scalerl ui: open {address}?token=<$SCALERL_UI_TOKEN>  (Ctrl-C stops)")
 
-    def preload() -> None:
-        try:
-            sweeps = sorted(
-                viewer.sweeps(), key=lambda s: s["last_event"] or s["created_at"] or "", reverse=True
-            )
-            for s in sweeps[:PRELOAD]:
-                viewer.view(s["name"], None, None)
-        except Exception as err:  # a sweep that cannot be read yet is read when a page asks
-            log.debug("preload: %s", err)
-
-    threading.Thread(target=preload, name="scalerl-ui-preload", daemon=True).start()
+    # No sweep is read ahead: a sweep's first open reads only what it draws (harness/ui/sample.py).
+    # The modules that first open needs are imported meanwhile, so it does not wait for them.
+    threading.Thread(target=_warm, name="scalerl-ui-warm", daemon=True).start()
     config = uvicorn.Config(
         app,
         host=host,
@@ -76,3 +67,17 @@ def serve(
         timeout_graceful_shutdown=2,
     )
     uvicorn.Server(config).run()
+
+
+def _warm() -> None:
+    """Import what a sweep's first open uses (pandas, plotly's JSON, the report's figures)."""
+    try:
+        import plotly.io  # noqa: F401
+
+        import scalerl.db.queries
+        import scalerl.harness.report.downsample
+        import scalerl.harness.report.figures
+        import scalerl.harness.ui.live
+        import scalerl.harness.ui.sample  # noqa: F401
+    except Exception as err:  # imported again, and reported, when a page needs them
+        log.debug("warming imports: %s", err)

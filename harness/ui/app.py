@@ -43,6 +43,10 @@ LOG_LINES = 200
 RUN_TABLE_ROWS = 500
 RUN_DRAW = 4000
 MAX_VIEWS = 8  # sweeps held in memory at once (least recently used dropped)
+# A sweep first opened from a sample reads every point to draw it when a page first polls it (the
+# page has drawn: on 2 busy cores the read would slow its drawing), or this many seconds after it
+# was opened when no page polls.
+FULL_LOAD_DELAY_S = 10.0
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
     "connect-src 'self'; font-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -75,7 +79,9 @@ class Viewer:
         if fits:
             from scalerl.harness.ui.fitting import FitWorker
 
-            self.worker = FitWorker()
+            # The worker reads the points it fits from the store itself (the password travels
+            # to it over the process pipe, never to a page or a log).
+            self.worker = FitWorker(resolved.render_as_string(hide_password=False))
 
     def close(self) -> None:
         if self.worker is not None:
@@ -85,7 +91,7 @@ class Viewer:
     def sweeps(self) -> list[dict[str, Any]]:
         from scalerl.harness.api import list_sweeps
 
-        frame = list_sweeps(db=self.url)
+        frame = list_sweeps(store=self.store)  # the view's own store: no connection per poll
         out = []
         for r in frame.to_dict("records"):
             out.append(
@@ -119,7 +125,7 @@ class Viewer:
                     return self._views[key]
             from scalerl.harness.api import list_sweeps
 
-            known = list_sweeps(db=self.url)
+            known = list_sweeps(store=self.store)
             match = known[known["name"] == name]
             if match.empty:
                 raise LookupError(f"no sweep {name!r} in this store")
@@ -140,7 +146,27 @@ class Viewer:
                     self._views.popitem(last=False)
                 self._building.pop(key, None)
             made.refresh(force=True)  # starts the first live fit
+            if made.sampled:  # drawn from a sample: every point follows (see FULL_LOAD_DELAY_S)
+                load_full_soon(made, FULL_LOAD_DELAY_S)
             return made
+
+
+def load_full_soon(view: Any, delay_s: float) -> None:
+    """Run ``view.load_full()`` in a thread after ``delay_s``, unless one already claimed it."""
+    if not view.full_load_pending():
+        return
+    loader = threading.Timer(delay_s, _load_full, args=(view,))
+    loader.name, loader.daemon = f"scalerl-ui-full-{view.name[:40]}", True
+    loader.start()
+
+
+def _load_full(view: Any) -> None:
+    if not view.claim_full_load():  # another thread has it
+        return
+    try:
+        view.load_full()
+    except Exception as err:  # the sample stays drawn; the page says so ("sampled")
+        log.warning("reading every point of sweep %r to draw it: %s", scrub(view.name), scrub(str(err)))
 
 
 def _iso(value: Any) -> str | None:
@@ -296,6 +322,8 @@ def create_app(viewer: Viewer, access: Access) -> Any:
         except LookupError as err:
             return JSONResponse({"error": str(err.args[0])}, status_code=404)
         view.refresh()  # at most once per interval, whoever asks
+        if since > 0:  # a page that has drawn polls: time to read every point, if still to do
+            load_full_soon(view, 0.0)
         if since <= 0:
             return Response(view.snapshot_json(), media_type="application/json")
         return JSONResponse(view.changes(since))

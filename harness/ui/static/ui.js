@@ -179,10 +179,13 @@
       el('div', { class: 'scroll' }, el('table', { class: 'runs' },
         el('thead', null, el('tr', null, ...runHead.map((h) => el('th', { text: h })))), runsBody)));
 
-    function drawMeta(counts, points) {
+    function drawMeta(counts, points, sampled) {
       const parts = Object.entries(counts).sort().map(([k, v]) => v + ' ' + k).join(', ');
       meta.textContent = 'metric ' + s.metric + ' against ' + s.axis + ' · ' + s.runs.size + ' runs: ' +
-        (parts || 'none') + ' · ' + points.toLocaleString() + ' points';
+        (parts || 'none') + ' · ' + points.toLocaleString() + ' points' + (sampled
+          ? ' · curves drawn from a sample of each run (first, last, lowest, highest and evenly spaced points); ' +
+            'every point is being read' : '');
+      meta.dataset.sampled = sampled ? '1' : '0';
     }
     function drawFitLine() {
       const f = s.fit;
@@ -337,7 +340,7 @@
     const timed = (name, fn) => { const t = performance.now(); fn(); performance.measure(name, { start: t }); };
     timed('runs table', () => applyRuns(first.runs));
     applyCurves(first.curves);
-    drawMeta(first.counts, first.points);
+    drawMeta(first.counts, first.points, first.sampled);
     for (const n of first.notes) notes.append(el('p', { class: 'meta', text: n }));
     drawFitLine();
     timed('verdicts', drawVerdicts);
@@ -354,7 +357,7 @@
       applyRuns(got.runs);
       if (got.curves.length) { applyCurves(got.curves); scheduleCurves(); }
       if (got.runs.length) drawFocusOptions();
-      drawMeta(got.counts, got.points);
+      drawMeta(got.counts, got.points, got.sampled);
       applyFit(got.fit);
     });
   }

@@ -27,7 +27,7 @@ show the choice was not luck.
 
 Run: ``OMP_NUM_THREADS=1 python -m bench.search.frontier --jobs 2`` (about 30 minutes on 2 cores);
 ``--no-forecast`` skips the forecast pruner (minutes); ``--plot FILE.html`` writes the frontiers as
-a Plotly figure. Prints markdown (bench/README.md, "Search at matched safety").
+a Plotly figure. Prints markdown (bench/README.md, "Forecast targets (issue 37)", target 4).
 """
 
 from __future__ import annotations

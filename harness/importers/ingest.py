@@ -43,7 +43,7 @@ import socket
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scalerl.db.limits import NAME_MAX, STEP_MAX, name_problem
 from scalerl.db.spool import defer_finish
@@ -51,6 +51,9 @@ from scalerl.harness.axes import COMPUTE_AXES
 from scalerl.harness.errors import ConfigError, ImportFormatError, StoreError
 from scalerl.harness.importers.base import ImportedCurve, check_run_names, is_step_name
 from scalerl.harness.importers.mapping import BASELINE, RunRole
+
+if TYPE_CHECKING:
+    from scalerl.db import RunRecord
 
 AXIS_UNITS = ("step", "wall_s", *COMPUTE_AXES)
 
@@ -249,8 +252,6 @@ def import_curves(
     spec keeps the import's defaults (:func:`import_defaults`; ``metric``: the one asked for).
     ``left_out`` runs are stored too, with their state and no points (:class:`LeftOutRun`), unless
     the store has them already. ``progress(done, total, run)`` is called after each run."""
-    from scalerl.db import RunRecord
-
     if axis_unit is not None and axis_unit not in AXIS_UNITS:
         raise ImportFormatError(f"--axis-unit {axis_unit!r} is unknown (fix: use one of {AXIS_UNITS})")
     check_run_names(curves)  # two runs of one name would merge into one
@@ -322,24 +323,8 @@ def import_curves(
         if tags:
             config["tags"] = tags
         status = group[-1].status  # selection made every curve of a run agree; else the last part
-        if group[-1].source_status is not None:
-            config["source_status"] = group[-1].source_status
-        if group[0].link:  # where the run lives: runs_dataframe()'s source, `scalerl export`'s target
-            config["source"] = dict(group[0].link)
-        new_runs += bool(
-            store.register_run(
-                RunRecord(
-                    run_id=run_id,
-                    sweep=sweep,
-                    variant=role.variant,
-                    seed=role.seed,
-                    config=config,
-                    config_hash=run_id.split("-", 1)[0],
-                    knob=role.knob,
-                    alternative=role.alternative,
-                )
-            )
-        )
+        record = _run_record(sweep, run_id, role, config, group[-1].source_status, group[0].link)
+        new_runs += bool(store.register_run(record))
         attempt = store.start_attempt(run_id, executor="import", job_id=None, host=socket.gethostname())
         writer = store.writer(run_id, attempt)
         try:
@@ -388,11 +373,37 @@ def import_curves(
     )
 
 
+def _run_record(
+    sweep: str,
+    run_id: str,
+    role: RunRole,
+    config: dict[str, Any],
+    source_status: str | None,
+    link: Mapping[str, Any] | None,
+) -> RunRecord:
+    """The store's record of one imported run (imported or left out): the source's own state and
+    where the run lives (runs_dataframe()'s source, `scalerl export`'s target) join its config."""
+    from scalerl.db import RunRecord
+
+    if source_status is not None:
+        config["source_status"] = source_status
+    if link:
+        config["source"] = dict(link)
+    return RunRecord(
+        run_id=run_id,
+        sweep=sweep,
+        variant=role.variant,
+        seed=role.seed,
+        config=config,
+        config_hash=run_id.split("-", 1)[0],
+        knob=role.knob,
+        alternative=role.alternative,
+    )
+
+
 def _store_left_out(store: Any, sweep: str, runs: Sequence[LeftOutRun]) -> int:
     """Register each left-out run (:class:`LeftOutRun`) that the store does not hold yet, ended in
     its state with the reason as its error; returns how many were stored."""
-    from scalerl.db import RunRecord
-
     stored = 0
     for out in runs:
         c, role = out.curve, out.role
@@ -402,20 +413,7 @@ def _store_left_out(store: Any, sweep: str, runs: Sequence[LeftOutRun]) -> int:
             config["params"] = dict(c.params)
         if c.tags:
             config["tags"] = dict(c.tags)
-        if c.source_status is not None:
-            config["source_status"] = c.source_status
-        if c.link:
-            config["source"] = dict(c.link)
-        record = RunRecord(
-            run_id=run_id,
-            sweep=sweep,
-            variant=role.variant,
-            seed=role.seed,
-            config=config,
-            config_hash=run_id.split("-", 1)[0],
-            knob=role.knob,
-            alternative=role.alternative,
-        )
+        record = _run_record(sweep, run_id, role, config, c.source_status, c.link)
         if not store.register_run(record):
             continue  # imported before (with --include-failed, say): its points and state stay
         attempt = store.start_attempt(run_id, executor="import", job_id=None, host=socket.gethostname())

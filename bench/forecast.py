@@ -228,9 +228,8 @@ def paper_procedure(
         splits = [split(c, cut) for c in curves]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fits = fit_sigmoid_many(
-                [(s.x, s.y) for s in splits], method="paper", r0=[float(s.y[0]) for s in splits]
-            )
+            # R0 = the first point: the paper fitter's own R0 (the run's initial performance).
+            fits = fit_sigmoid_many([(s.x, s.y) for s in splits], method="paper")
         for kind in edges:
             edges[kind] += sum(
                 f"paper grid edge: {kind}" in f.reason or f"; {kind}" in f.reason for f in fits

@@ -19,6 +19,7 @@ from scalerl.harness.analysis.fit.fitters import fit_sigmoid_many
 from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many
 from scalerl.harness.analysis.forecast.sweep_prior import (
     DEFAULT_SWEEP,
+    SWEEP_MEMBERS,
     Prior,
     point_forecast_with_prior,
     sweep_priors,
@@ -76,13 +77,15 @@ class MemoForecaster:
             prior = self.priors[sk]
             k = (*self._key(*c), np.asarray(a, dtype=np.float64).tobytes(), *sk)
             if k not in self.sweeps:
-                self.sweeps[k] = (
+                pf = (
                     None
                     if prior is None
                     else point_forecast_with_prior(
                         [c], [a], [prior], siblings=[sibs], fitter=self.fit_sigmoid_many
                     )[0]
                 )
+                # As EnsembleForecaster: no sweep member means the check refused the siblings.
+                self.sweeps[k] = pf if pf is not None and pf.names == SWEEP_MEMBERS else None
             out.append(self.sweeps[k])
         return out
 

@@ -19,6 +19,7 @@ from scalerl.harness.analysis.fit.fitters import ManyFitter, fit_sigmoid_many
 from scalerl.harness.analysis.forecast.ensemble import PointForecast, point_forecast_many
 from scalerl.harness.analysis.forecast.sweep_prior import (
     DEFAULT_SWEEP,
+    SWEEP_MEMBERS,
     SweepSettings,
     point_forecast_with_prior,
     sweep_priors,
@@ -45,7 +46,8 @@ class Forecaster(Protocol):
         self, curves: Sequence[Curve], at: Sequence[np.ndarray], siblings: Sequence[Sequence[Curve]]
     ) -> list[PointForecast | None]:
         """Point forecasts of each curve with its ``siblings`` as its sweep; None where the
-        siblings give no prior (the pruner then uses :meth:`single`)."""
+        siblings give no prior or the curve's own points refuse it (the pruner then uses
+        :meth:`single`)."""
         ...
 
     def sigmoid(self, curves: Sequence[Curve], r0: Sequence[float]) -> list[SigmoidFit]:
@@ -87,7 +89,8 @@ class EnsembleForecaster:
                 fitter=self.fitter,
             )
             for i, pf in zip(have, made, strict=True):
-                out[i] = pf
+                # A forecast without the sweep member: the check refused the siblings.
+                out[i] = pf if pf.names == SWEEP_MEMBERS else None
         return out
 
     def sigmoid(self, curves: Sequence[Curve], r0: Sequence[float]) -> list[SigmoidFit]:

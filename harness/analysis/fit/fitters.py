@@ -6,11 +6,13 @@ cleaning, windowing and status are shared, so fitters differ only in how they se
 - ``fast``: the batched closed-form search + Levenberg-Marquardt of :mod:`.batched` (default).
 - ``paper``: ScaleRL's App. A.5 procedure with its grid widened to the data (DESIGN.md §4): A
   from max(R) - 0.2 to 1.0 step 0.005 x 100 C_mid values from half the smallest to four times the
-  largest compute, B > 0 fitted in each cell, least squared error wins, R0 held fixed. The
+  largest compute, B > 0 fitted in each cell, least squared error wins, R0 held fixed at the
+  run's initial performance (its first point, as the paper defines R0; :class:`PaperR0`). The
   reference to beat on accuracy; vectorised (:mod:`.paper`), so also usable at scale.
 - ``paper_grid``: the same procedure with the paper's literal grid (A 0.450..0.800, C_mid inside
-  the data, B unbounded) and a scipy ``curve_fit`` per cell. Faithful only on curves whose ceiling
-  lies in 0.45-0.80 (the paper's own); kept to reproduce its numbers. Slow (seconds a curve).
+  the data, B unbounded) and a scipy ``curve_fit`` per cell, R0 the same. Faithful only on curves
+  whose ceiling lies in 0.45-0.80 (the paper's own); kept to reproduce its numbers. Slow (seconds
+  a curve).
 - ``curve_fit``: a plain scipy ``curve_fit`` of (A, B, C_mid) per curve from a generic start.
 """
 
@@ -21,7 +23,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import ClassVar, Protocol
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -41,6 +43,15 @@ from scalerl.harness.errors import ConfigError
 Params = tuple[float, float, float, float]
 # Parameters and a note on the fit (e.g. a grid edge), or None and why it failed.
 RawResult = tuple[Params | None, str]
+Curve = tuple[ArrayLike, ArrayLike]
+# Where the paper's procedure takes R0 from: "first", the run's initial performance as the paper
+# defines it (FitOptions.r0_rule "first" with r0_points 1: the value at the lowest compute, a
+# step-0 evaluation where the run logged one, else its first logged point); "options", whatever
+# FitOptions says (as the generic fitters: by default a step-0 evaluation, else fitted). An R0
+# given explicitly (fit_sigmoid_many's r0=, FitOptions.r0) or a rule other than the default
+# ("fit", "first") is always used as given.
+PaperR0 = Literal["first", "options"]
+PAPER_R0: tuple[PaperR0, ...] = ("first", "options")
 
 
 class Fitter(ABC):
@@ -60,6 +71,28 @@ class Fitter(ABC):
     def fit_prepared(
         self, curves: Sequence[PreparedCurve], options: FitOptions, fixed_a: Sequence[float] | None
     ) -> list[RawResult]: ...
+
+    def own_options(self, options: FitOptions) -> FitOptions:
+        """The options this procedure fits with when no R0 was given: ``options`` themselves,
+        except for a procedure that defines R0 itself (the paper's: the first point)."""
+        return options
+
+
+def _paper_options(r0_from: PaperR0, options: FitOptions) -> FitOptions:
+    """The paper procedures' R0: the first point unless ``options`` fix R0 or choose a rule."""
+    if r0_from == "first" and options.r0 is None and options.rule == "auto":
+        return replace(options, r0_rule="first", r0_points=1)
+    return options
+
+
+def _check_r0_from(value: str) -> None:
+    if value not in PAPER_R0:
+        raise ConfigError(
+            "unknown R0 source for the paper's procedure",
+            field="r0_from",
+            value=value,
+            fix="use 'first' (the run's initial performance, the paper's R0) or 'options'",
+        )
 
 
 class FastFitter(Fitter):
@@ -106,6 +139,13 @@ class PaperGridFitter(Fitter):
     a_grid: tuple[float, ...] = tuple(np.round(np.arange(0.450, 0.8001, 0.005), 3).tolist())
     n_c_mid: int = 100
     recentre_below: float | None = None
+    r0_from: PaperR0 = "first"  # see PaperR0
+
+    def __post_init__(self) -> None:
+        _check_r0_from(self.r0_from)
+
+    def own_options(self, options: FitOptions) -> FitOptions:
+        return _paper_options(self.r0_from, options)
 
     def grid_for(self, y: FloatArray) -> tuple[float, ...]:
         """The A grid searched for a curve with fitted values ``y``."""
@@ -154,7 +194,10 @@ class PaperGridFitter(Fitter):
 class PaperFitter(Fitter):
     """The paper's App. A.5 grid widened to the data (DESIGN.md §4); see :mod:`.paper`.
 
-    Per curve (its fitted points, R0 from :func:`.curve.prepare`): A on the lattice of multiples
+    R0 is held fixed at the run's initial performance, its first point (``r0_from="first"``, the
+    paper's definition; ``"options"`` takes R0 as :class:`FitOptions` says, as the generic
+    fitters do); an R0 given explicitly, or an R0 rule other than the default, overrides it.
+    Per curve (its fitted points): A on the lattice of multiples
     of ``a_step`` from ``max(y) - a_below`` (rounded down, clipped to ``options.a_bounds``) up to
     the upper A bound; ``n_c_mid`` C_mid values log-spaced from ``c_lo`` x the smallest to ``c_hi``
     x the largest compute; B fitted in every cell within ``b_range`` (log grid of ``n_b`` values,
@@ -173,8 +216,10 @@ class PaperFitter(Fitter):
     n_b: int = 161
     b_range: tuple[float, float] = (1e-2, 1e2)
     top_cells: int = 64
+    r0_from: PaperR0 = "first"  # see PaperR0
 
     def __post_init__(self) -> None:
+        _check_r0_from(self.r0_from)
         checks = (
             ("a_step", self.a_step > 0, "use 0.005 (the paper's step)"),
             ("a_below", self.a_below >= 0, "use 0.2"),
@@ -190,6 +235,9 @@ class PaperFitter(Fitter):
                 raise ConfigError(
                     "invalid paper-grid setting", field=field, value=getattr(self, field), fix=fix
                 )
+
+    def own_options(self, options: FitOptions) -> FitOptions:
+        return _paper_options(self.r0_from, options)
 
     def a_grid_for(self, y: FloatArray, a_bounds: tuple[float, float]) -> FloatArray:
         """The A values searched for a curve with fitted values ``y`` (empty: no A fits)."""
@@ -313,9 +361,6 @@ def get_fitter(name: str) -> Fitter:
         ) from None
 
 
-Curve = tuple[ArrayLike, ArrayLike]
-
-
 class ManyFitter(Protocol):
     """What fits a batch of curves as :func:`fit_sigmoid_many` does: one :class:`SigmoidFit` per
     curve, in order, each curve fitted on its own (batching changes no result). The forecasts take
@@ -343,15 +388,19 @@ def fit_sigmoid_many(
     """Fit many ``(compute, values)`` curves in one batch; one :class:`SigmoidFit` per curve.
 
     ``fixed_a`` (one value per curve) pins each curve's A; otherwise ``options.fixed_a`` pins all.
-    ``r0`` (one value per curve) fixes each curve's R0 (the bootstrap keeps the original R0).
+    ``r0`` (one value per curve) fixes each curve's R0 (the bootstrap keeps the original R0);
+    without it a procedure that defines R0 itself uses its own (the paper's: the first point,
+    :meth:`Fitter.own_options`), any other R0 as ``options`` say.
     ``sigma`` (one entry per curve: an array with the standard error of each of that curve's
     points, same order as its values, or None) makes the fit weighted least squares with
     weights 1/sigma^2; sigma is floored at ``curve.SIGMA_FLOOR`` (1e-3) so that a 0/1 pass rate
     with a zero binomial SE cannot get infinite weight. None (the default) fits unweighted.
     Degenerate curves never raise: they come back with a status and a reason.
     """
-    opts = options or FitOptions()
     fitter = get_fitter(method) if isinstance(method, str) else method
+    opts = options or FitOptions()
+    if r0 is None:
+        opts = fitter.own_options(opts)
     if sigma is not None and len(sigma) != len(curves):
         raise ConfigError(
             f"{len(sigma)} sigma entries for {len(curves)} curves",

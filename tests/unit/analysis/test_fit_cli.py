@@ -147,7 +147,9 @@ def test_fit_prints_the_same_forecasts_as_forecast_curve(
     names = list(groups)
     pooled = {v: pool(list(vc.curves)) for v, vc in groups.items()}
     ats = {v: 2.0 * float(np.max(pooled[v][0])) for v in names}
-    # Every variant has 4 siblings with fitted ceilings, so every forecast borrows from them.
+    # Every variant has 4 siblings with fitted ceilings, so every forecast borrows from them, except
+    # the knob that moves the ceiling (loo-dapo: 0.62 against the others' 0.70): its own points
+    # refuse the siblings' prior (issue 37), and it is forecast alone, near its own ceiling.
     sweep = forecast_with_siblings(
         [pooled[v] for v in names],
         [[ats[v]] for v in names],
@@ -155,10 +157,15 @@ def test_fit_prints_the_same_forecasts_as_forecast_curve(
     )
     for variant, sf in zip(names, sweep, strict=True):
         fc, at = sf.forecast, ats[variant]
-        assert fc.status == "ok" and sf.method == "sweep" and sf.siblings == 4
         # The variant's header line (saying which forecast), then its forecast line.
         i = next(k for k, ln in enumerate(lines) if ln.startswith(f"  {variant} (2 run(s)"))
-        assert lines[i].endswith("[sweep prior: prior from 4 sibling variant(s)]")
+        if variant == "loo-dapo":
+            assert fc.status == "ok" and sf.method == "single" and sf.conflict < -2.0
+            assert "lie below its sibling variants' curves" in lines[i]
+            assert abs(fc.value[0] - TRUTH[variant][1]) < 0.01
+        else:
+            assert fc.status == "ok" and sf.method == "sweep" and sf.siblings == 4
+            assert lines[i].endswith("[sweep prior: prior from 4 sibling variant(s)]")
         expected = f"    at {at:.4g}: {fc.value[0]:.4f} [{fc.lo[0]:.4f}, {fc.hi[0]:.4f}]"
         assert lines[i + 1] == expected
         # Synthetic sweep: true ceilings 0.62-0.70, so the forecast at 2x lies near them.

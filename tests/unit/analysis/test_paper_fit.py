@@ -8,10 +8,11 @@ import warnings
 import numpy as np
 import pytest
 
-from scalerl.harness.analysis.fit.curve import sigmoid_curve
+from scalerl.harness.analysis.fit.curve import FitOptions, sigmoid_curve
 from scalerl.harness.analysis.fit.fitters import (
     FITTERS,
     PaperFitter,
+    PaperGridFitter,
     fit_sigmoid,
     fit_sigmoid_many,
     get_fitter,
@@ -142,3 +143,28 @@ def test_memory_blocks_do_not_change_the_answer(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(paper_fit, "_CHUNK", 500)
     blocked = fit_sigmoid(X, y, r0=0.1, method="paper")
     assert (blocked.a, blocked.b, blocked.c_mid) == pytest.approx((whole.a, whole.b, whole.c_mid), rel=1e-9)
+
+
+def test_r0_is_the_runs_initial_performance_as_the_paper_defines_it() -> None:
+    """The paper's R0 is the run's initial performance: its first point (a step-0 evaluation
+    where it logged one), not the mean of the first three points that other fitters use. On a
+    noiseless curve logged from its first step the first three points have already risen, so
+    their mean is further from the start than the first point is."""
+    y = sigmoid_curve(X, 0.05, 0.6, 1.5, 5000.0)
+    shuffled = np.random.default_rng(1).permutation(X.size)  # order of logging does not matter
+    fit = fit_sigmoid(X[shuffled], y[shuffled], method="paper")
+    assert fit.r0 == y[0] and fit.ok
+    with_step0 = fit_sigmoid(np.r_[0.0, X], np.r_[0.05, y], method="paper")
+    assert with_step0.r0 == 0.05 and abs(with_step0.a - 0.6) <= 0.005  # the true start: A on its lattice
+    # The literal grid takes the same R0; an explicit R0 (argument or options) is used as given.
+    assert fit_sigmoid_many([(X, y)], method=PaperGridFitter(n_c_mid=4, a_grid=(0.6,)))[0].r0 == y[0]
+    assert fit_sigmoid(X, y, r0=0.02, method="paper").r0 == 0.02
+    assert fit_sigmoid(X, y, method="paper", options=FitOptions(r0=0.03)).r0 == 0.03
+    # r0_from="options": R0 as FitOptions say (by default fitted with A, B and C_mid when there is
+    # no step-0 point: the true start, below the first logged value); a rule chosen in the options wins.
+    opts = fit_sigmoid(X, y, method=PaperFitter(r0_from="options"))
+    assert opts.r0 == pytest.approx(0.05, abs=2e-3) and opts.r0 < y[0] - 0.01
+    three = fit_sigmoid(X, y, method="paper", options=FitOptions(r0_rule="first", r0_points=3))
+    assert three.r0 == pytest.approx(np.mean(y[:3]))
+    with pytest.raises(ConfigError, match=r"r0_from='mean'.*fix: use 'first'"):
+        PaperFitter(r0_from="mean")  # type: ignore[arg-type]

@@ -94,9 +94,11 @@ class ForecastResult:
     """:meth:`Sweep.forecast`: ``scalerl forecast``'s numbers. ``frame`` has one row per variant
     and forecast compute (``FORECAST_COLUMNS``: variant, knob, runs, points, last_compute, status,
     reason, method (``sweep``: borrowed strength from the sibling variants; ``single``: its own
-    points only), compute, value, lo, hi; with ``reach``, also reach_fraction, reach_a, reach_compute,
-    reach_lo, reach_hi); ``rows`` are the variants as ``scalerl forecast --json`` prints them;
-    ``bounds`` the (lo, hi) every value and interval was clipped to (None: not clipped)."""
+    points only), phase (``past`` / ``before`` the curve's inflection: before it the interval is
+    the wide kind / ``no rise``), compute, value, lo, hi; with ``reach``, also reach_fraction,
+    reach_a, reach_compute, reach_lo, reach_hi); ``rows`` are the variants as ``scalerl forecast
+    --json`` prints them; ``bounds`` the (lo, hi) every value and interval was clipped to (None:
+    not clipped)."""
 
     sweep: str
     metric: str
@@ -108,7 +110,7 @@ class ForecastResult:
 
 
 FORECAST_COLUMNS: tuple[str, ...] = (
-    "variant", "knob", "runs", "points", "last_compute", "status", "reason", "method",
+    "variant", "knob", "runs", "points", "last_compute", "status", "reason", "method", "phase",
     "compute", "value", "lo", "hi",
 )  # fmt: skip
 _REACH_COLUMNS = ("reach_fraction", "reach_a", "reach_compute", "reach_lo", "reach_hi")
@@ -674,7 +676,7 @@ class Sweep:
         rows = forecast_rows(groups, where, level=level, reach=reach, siblings=siblings, bounds=clip.bounds)
         records = []
         for row in rows:
-            head = [row[k] for k in FORECAST_COLUMNS[:8]]
+            head = [row[k] for k in FORECAST_COLUMNS[: FORECAST_COLUMNS.index("compute")]]
             got = row.get("reach")
             tail = [] if got is None else [got[k] for k in ("fraction", "a", "compute", "lo", "hi")]
             for f in row["forecasts"]:

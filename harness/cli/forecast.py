@@ -97,6 +97,11 @@ def print_rows(rows: Sequence[Mapping[str, Any]], axis: str, indent: str = "  ")
             how = "sweep prior" if row["method"] == "sweep" else "single curve"
             head = f"{head} [{how}: {row['method_note']}]"
         print(f"{indent}{head}")
+        if row.get("phase") == "before":
+            print(
+                f"{indent}  made before the curve's inflection: the ceiling is extrapolated, so the "
+                "interval is the wide kind (it narrows once the curve bends over)"
+            )
         for f in row["forecasts"]:
             v, lo, hi = (math.nan if f[k] is None else f[k] for k in ("value", "lo", "hi"))
             past = (

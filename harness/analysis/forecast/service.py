@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 
 from scalerl.harness.analysis.fit.bootstrap import pool
 from scalerl.harness.analysis.fit.curve import FloatArray
+from scalerl.harness.analysis.fit.fitters import fit_sigmoid
 from scalerl.harness.analysis.forecast.bounds import Bounds, MetricBounds, resolve_bounds
 from scalerl.harness.analysis.forecast.ensemble import CurveForecast, forecast_curve
 from scalerl.harness.analysis.forecast.intervals import HORIZON_EDGES
@@ -31,6 +32,23 @@ from scalerl.harness.analysis.forecast.sweep_prior import forecast_sweep
 from scalerl.harness.analysis.groups import VariantCurves
 
 Method = Literal["sweep", "single"]
+Phase = Literal["past", "before", "no rise"]
+
+
+def inflection_phase(x: ArrayLike, y: ArrayLike) -> Phase:
+    """Where a (pooled) curve stands against its sigmoid's inflection, as bench.forecast_targets
+    scores forecasts by it (R0 the first point): ``past`` (the fit pins a ceiling), ``before``
+    (the fit is pre-inflection: the ceiling is an extrapolation, so the interval is wide) or
+    ``no rise`` (no sigmoid fits at all: the flat and power members carry the forecast)."""
+    xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[keep], ys[keep]
+    if xs.size < 4:
+        return "no rise"
+    order = np.argsort(xs, kind="stable")
+    xs, ys = xs[order], ys[order]
+    fit = fit_sigmoid(xs, ys, r0=float(ys[0]))
+    return "past" if fit.status == "ok" else "before" if fit.status == "pre-inflection" else "no rise"
 
 
 def metric_bounds(
@@ -123,7 +141,8 @@ def forecast_rows(
 ) -> list[dict[str, Any]]:
     """One row per variant (what ``scalerl forecast --json`` prints and ``Sweep.forecast``
     frames): :func:`forecast_variants` with its numbers (NaN as None), the row's ``method``
-    (``sweep`` / ``single``) and ``method_note`` saying which and why. ``reach`` adds
+    (``sweep`` / ``single``) and ``method_note`` saying which and why, and ``phase``
+    (:func:`inflection_phase` of the pooled seeds). ``reach`` adds
     :func:`.reach.forecast_reach` (single-curve)."""
     out: list[dict[str, Any]] = []
     for variant, f in forecast_variants(groups, at, level=level, siblings=siblings, bounds=bounds).items():
@@ -141,6 +160,8 @@ def forecast_rows(
             "weights": fc.weights,
             "method": f.method,
             "method_note": f.note,
+            # Before the inflection an interval is the wide kind (issue 37, target 3): say so.
+            "phase": inflection_phase(x, y),
             # At least 2 siblings ran to 2x this variant's last compute: the interval is
             # FINISHED_SWEEP_CALIBRATION's (held out, far narrower; bench/README.md).
             "finished_siblings": f.finished,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, inspect, text
 
-from scalerl.db.engine import EngineBundle, redact
+from scalerl.db.engine import EngineBundle, is_sqlite_uri, redact, sqlite_file
 from scalerl.db.errors import SchemaOutOfDateError, StoreError
 
 if TYPE_CHECKING:
@@ -120,7 +120,14 @@ def _adopt_legacy_version(conn: Connection) -> None:
 
 
 def upgrade_command(bundle: EngineBundle) -> str:
-    return f"scalerl db upgrade '{redact(bundle.url)}'"
+    """The command that upgrades this store, as a user types it: a read-only open's SQLite URI
+    form (``sqlite:///file:...?mode=ro&uri=true``, made by the engine) would open it read-only
+    again, so a SQLite file is named by its plain ``sqlite:///PATH`` URL."""
+    url = bundle.url
+    path = sqlite_file(url)
+    if path is not None and is_sqlite_uri(url):
+        return f"scalerl db upgrade 'sqlite:///{path}'"
+    return f"scalerl db upgrade '{redact(url)}'"
 
 
 def _lock_schema(conn: Connection) -> None:

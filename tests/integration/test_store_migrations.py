@@ -48,6 +48,12 @@ def test_an_old_store_is_refused_with_the_command_then_upgraded_with_its_data(
     assert f"run `scalerl db upgrade '{shown}'`" in msg
     password = resolve_url(url).password
     assert password is None or str(password) not in msg
+    # A read-only open (scalerl ui, fit --no-save) names the same command: on SQLite the plain
+    # file URL, not the engine's read-only URI form (which would open it read-only again).
+    with pytest.raises(db.SchemaOutOfDateError) as ro_info:
+        db.open_store(url, readonly=True)
+    command = str(ro_info.value).split("run `", 1)[1].split("`", 1)[0]
+    assert command == f"scalerl db upgrade '{shown}'" and "mode=ro" not in command
     assert cli_main(["db", "current", url]) == 1
     assert cli_main(["db", "upgrade", url]) == 0
     assert f"upgraded 0001 -> {schema.head_revision()}" in capsys.readouterr().out

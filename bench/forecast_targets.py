@@ -92,6 +92,7 @@ from scalerl.harness.analysis.forecast.ensemble import (
     point_forecast_many,
 )
 from scalerl.harness.analysis.forecast.intervals import IntervalCalibration
+from scalerl.harness.analysis.forecast.service import phase_of
 from scalerl.harness.analysis.forecast.sweep_prior import (
     DEFAULT_SWEEP,
     SWEEP_MEMBERS,
@@ -399,7 +400,7 @@ def main() -> None:
     at_cut = {cut: np.array([c.cut == cut for c in cs]) for cut in CAL_CUTS}
     point = np.isin([c.cut for c in cs], CUTS)
     fits = fit_sigmoid_many([(c.x, c.y) for c in cs], r0=[float(c.y[0]) for c in cs])
-    phase = ["past" if f.ok else "before" if f.status == "pre-inflection" else "no rise" for f in fits]
+    phase = [phase_of(f) for f in fits]  # what `scalerl forecast` says of each (its `phase`)
 
     # Baselines and the hindsight bound.
     flat = np.array([float(np.mean(np.abs(np.mean(c.y[-3:]) - c.y_test))) for c in cs])

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.harness.analysis.fit.bootstrap import pool
-from scalerl.harness.analysis.fit.curve import FloatArray
+from scalerl.harness.analysis.fit.curve import FloatArray, SigmoidFit
 from scalerl.harness.analysis.fit.fitters import fit_sigmoid
 from scalerl.harness.analysis.forecast.bounds import Bounds, MetricBounds, resolve_bounds
 from scalerl.harness.analysis.forecast.ensemble import CurveForecast, forecast_curve
@@ -47,7 +47,11 @@ def inflection_phase(x: ArrayLike, y: ArrayLike) -> Phase:
         return "no rise"
     order = np.argsort(xs, kind="stable")
     xs, ys = xs[order], ys[order]
-    fit = fit_sigmoid(xs, ys, r0=float(ys[0]))
+    return phase_of(fit_sigmoid(xs, ys, r0=float(ys[0])))
+
+
+def phase_of(fit: SigmoidFit) -> Phase:
+    """The :data:`Phase` a sigmoid fit's status says (bench.forecast_targets buckets coverage by it)."""
     return "past" if fit.status == "ok" else "before" if fit.status == "pre-inflection" else "no rise"
 
 
